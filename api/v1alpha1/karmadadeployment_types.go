@@ -1,0 +1,1097 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DeploymentMode says where a Karmada control plane runs.
+// +kubebuilder:validation:Enum=Binary;Containerized
+type DeploymentMode string
+
+const (
+	// BinaryMode installs every component as a systemd service on SSH-reachable hosts.
+	BinaryMode DeploymentMode = "Binary"
+	// ContainerizedMode installs every component as a workload on a host Kubernetes cluster.
+	ContainerizedMode DeploymentMode = "Containerized"
+)
+
+// HostRole is a job a host does in a Binary control plane.
+// +kubebuilder:validation:Enum=etcd;apiServer;controlPlane
+type HostRole string
+
+const (
+	// EtcdRole hosts a member of the managed etcd cluster.
+	EtcdRole HostRole = "etcd"
+	// APIServerRole hosts karmada-apiserver and karmada-aggregated-apiserver.
+	APIServerRole HostRole = "apiServer"
+	// ControlPlaneRole hosts kube-controller-manager, karmada-controller-manager,
+	// karmada-scheduler, karmada-webhook and the enabled addons.
+	ControlPlaneRole HostRole = "controlPlane"
+)
+
+// SyncMode is how a member cluster is kept in sync with Karmada.
+// +kubebuilder:validation:Enum=Push;Pull
+type SyncMode string
+
+const (
+	// PushSyncMode: Karmada's controllers reach into the member with a service account token.
+	PushSyncMode SyncMode = "Push"
+	// PullSyncMode: karmada-agent runs in the member and pulls its work from Karmada.
+	PullSyncMode SyncMode = "Pull"
+)
+
+// ServiceType is how karmada-apiserver is exposed on a host cluster.
+// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+type ServiceType string
+
+const (
+	// ClusterIPService exposes karmada-apiserver inside the host cluster only.
+	ClusterIPService ServiceType = "ClusterIP"
+	// NodePortService exposes karmada-apiserver on a port of every host cluster node.
+	NodePortService ServiceType = "NodePort"
+	// LoadBalancerService exposes karmada-apiserver through the host cluster's load balancer.
+	LoadBalancerService ServiceType = "LoadBalancer"
+)
+
+// EtcdStorageType is where a containerized etcd member keeps its data.
+// +kubebuilder:validation:Enum=PersistentVolumeClaim;HostPath;EmptyDir
+type EtcdStorageType string
+
+const (
+	// PVCStorage keeps etcd data in a PersistentVolumeClaim per member.
+	PVCStorage EtcdStorageType = "PersistentVolumeClaim"
+	// HostPathStorage keeps etcd data in a directory of the node.
+	HostPathStorage EtcdStorageType = "HostPath"
+	// EmptyDirStorage keeps etcd data in an emptyDir: lost with the pod, for tests only.
+	EmptyDirStorage EtcdStorageType = "EmptyDir"
+)
+
+// BecomeMethod is how Ansible gains root on a host when the SSH user is not root.
+// +kubebuilder:validation:Enum=None;Sudo
+type BecomeMethod string
+
+const (
+	// BecomeNone runs tasks as the SSH user; use it when that user is root.
+	BecomeNone BecomeMethod = "None"
+	// BecomeSudo runs tasks through password-less sudo.
+	BecomeSudo BecomeMethod = "Sudo"
+)
+
+// InventoryGroup names a group of kao's generated Ansible inventory.
+// +kubebuilder:validation:Enum=all;etcd;karmada_apiserver;karmada_control_plane;members;members_join;members_unjoin
+type InventoryGroup string
+
+// UserRoleStage is when a user role runs relative to kao's own install.
+// +kubebuilder:validation:Enum=BeforeInstall;AfterInstall
+type UserRoleStage string
+
+const (
+	// BeforeInstallStage runs the role before kao installs or changes anything.
+	BeforeInstallStage UserRoleStage = "BeforeInstall"
+	// AfterInstallStage runs the role after a successful install or upgrade.
+	AfterInstallStage UserRoleStage = "AfterInstall"
+)
+
+// KarmadaDeploymentSpec is the desired Karmada control plane.
+//
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || (has(self.hosts) && size(self.hosts) > 0)",message="spec.hosts is required when spec.mode is Binary"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || has(self.ssh)",message="spec.ssh is required when spec.mode is Binary"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Containerized' || has(self.hostCluster)",message="spec.hostCluster is required when spec.mode is Containerized"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Containerized' || !has(self.hosts)",message="spec.hosts is only used when spec.mode is Binary"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Containerized' || !has(self.ssh)",message="spec.ssh is only used when spec.mode is Binary"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hostCluster)",message="spec.hostCluster is only used when spec.mode is Containerized"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || self.hosts.exists(h, 'apiServer' in h.roles)",message="at least one host in spec.hosts needs the apiServer role"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || self.hosts.exists(h, 'controlPlane' in h.roles)",message="at least one host in spec.hosts needs the controlPlane role"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || !has(self.etcd.managed) || size(self.hosts.filter(h, 'etcd' in h.roles)) % 2 == 1",message="managed etcd needs an odd number of hosts with the etcd role (1, 3, 5 or 7) to keep quorum"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || !has(self.etcd.external) || !self.hosts.exists(h, 'etcd' in h.roles)",message="the etcd host role is only used with spec.etcd.managed; remove it or drop spec.etcd.external"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.etcd.managed) || !has(self.etcd.managed.replicas)",message="spec.etcd.managed.replicas is only used in Containerized mode; in Binary mode etcd runs on the hosts with the etcd role"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || size(self.hosts.filter(h, 'apiServer' in h.roles)) < 2 || (has(self.apiServer) && has(self.apiServer.endpoint))",message="spec.apiServer.endpoint (a VIP or load balancer host:port) is required when more than one host has the apiServer role"
+// +kubebuilder:validation:XValidation:rule="!has(self.hosts) || self.hosts.all(h, self.hosts.exists_one(o, o.address == h.address && (has(o.port) ? o.port : 22) == (has(h.port) ? h.port : 22)))",message="spec.hosts must not list the same address and port twice"
+type KarmadaDeploymentSpec struct {
+	// mode is where the control plane runs: Binary (systemd services on spec.hosts over SSH)
+	// or Containerized (workloads on spec.hostCluster). It cannot be changed after creation.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.mode is immutable"
+	Mode DeploymentMode `json:"mode"`
+
+	// version is the Karmada version to run, for example v1.18.1. The artifacts
+	// bundle must contain it.
+	// +required
+	// +kubebuilder:validation:MinLength=6
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+$`
+	Version string `json:"version"`
+
+	// kubernetesVersion is the version of kube-apiserver (karmada-apiserver) and
+	// kube-controller-manager, for example v1.35.4. The artifacts bundle's version is used when unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=6
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+$`
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+
+	// artifacts says where binaries, the CRD tarball and images come from.
+	// Installs are offline: nothing is downloaded from the internet.
+	// +optional
+	Artifacts ArtifactsSpec `json:"artifacts,omitempty,omitzero"`
+
+	// hosts are the machines of a Binary control plane, reached over SSH.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Hosts []Host `json:"hosts,omitempty"`
+
+	// ssh is how kao connects to spec.hosts. Host keys are pinned: kao never
+	// accepts an unknown host key.
+	// +optional
+	SSH *SSHSpec `json:"ssh,omitempty"`
+
+	// hostCluster is the Kubernetes cluster a Containerized control plane runs on.
+	// +optional
+	HostCluster *HostClusterSpec `json:"hostCluster,omitempty"`
+
+	// apiServer configures karmada-apiserver and how clients reach it.
+	// +optional
+	APIServer APIServerSpec `json:"apiServer,omitempty,omitzero"`
+
+	// etcd is the etcd cluster that stores Karmada's objects: managed by kao or external.
+	// +required
+	Etcd EtcdSpec `json:"etcd"`
+
+	// components tunes the other control-plane components.
+	// +optional
+	Components ComponentsSpec `json:"components,omitempty,omitzero"`
+
+	// addons enables optional Karmada components and user roles.
+	// +optional
+	Addons AddonsSpec `json:"addons,omitempty,omitzero"`
+
+	// certificates tunes the validity and renewal of the certificates kao issues.
+	// +optional
+	Certificates CertificatesSpec `json:"certificates,omitempty,omitzero"`
+
+	// members are the clusters joined to this Karmada. Adding an entry joins the
+	// cluster; removing it unjoins the cluster.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Members []MemberSpec `json:"members,omitempty"`
+
+	// paused stops kao from starting runs for this deployment. A run in progress
+	// finishes; nothing already installed is touched.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// ArtifactsSpec says where installation artifacts come from.
+// +kubebuilder:validation:XValidation:rule="!(has(self.localPath) && has(self.url))",message="set at most one of spec.artifacts.localPath and spec.artifacts.url"
+type ArtifactsSpec struct {
+	// localPath is a bundle directory on the operator's side (built by `make artifacts`).
+	// The operator's default bundle directory is used when neither localPath nor url is set.
+	// +optional
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/[-_./a-zA-Z0-9]*$`
+	LocalPath string `json:"localPath,omitempty"`
+
+	// url is an HTTP(S) address inside the data centre serving the same bundle layout.
+	// +optional
+	// +kubebuilder:validation:MinLength=8
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="spec.artifacts.url must be an http:// or https:// URL"
+	// +kubebuilder:validation:XValidation:rule="isURL(self)",message="spec.artifacts.url is not a valid URL"
+	URL string `json:"url,omitempty"`
+
+	// imageRegistry is the registry (an offline mirror) that Containerized mode pulls
+	// images from, for example registry.dc1.example:5000.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([-a-z0-9._/]*[a-z0-9])?)?$`
+	ImageRegistry string `json:"imageRegistry,omitempty"`
+
+	// imagePullSecretName names a docker-registry Secret in the host cluster namespace used to pull images.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ImagePullSecretName string `json:"imagePullSecretName,omitempty"`
+}
+
+// Host is one machine of a Binary control plane.
+type Host struct {
+	// name identifies the host in the inventory and in status. It must be a DNS-1123 label.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// address is the IP address or DNS name kao connects to and that the
+	// components advertise to each other.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="isIP(self) || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="address must be an IP address or a lower-case DNS name"
+	Address string `json:"address"`
+
+	// port is the SSH port. Defaults to 22.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// user is the SSH user. Defaults to root.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_-]*$`
+	User string `json:"user,omitempty"`
+
+	// roles are the jobs this host does.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	Roles []HostRole `json:"roles"`
+}
+
+// SSHSpec is how kao connects to the hosts of a Binary control plane.
+type SSHSpec struct {
+	// privateKeySecretRef points at an unencrypted OpenSSH private key.
+	// +required
+	PrivateKeySecretRef SecretKeyReference `json:"privateKeySecretRef"`
+
+	// knownHostsSecretRef points at a known_hosts file listing every host's key.
+	// Host key checking is always on.
+	// +required
+	KnownHostsSecretRef SecretKeyReference `json:"knownHostsSecretRef"`
+
+	// become is how tasks gain root when the SSH user is not root. Defaults to None.
+	// +optional
+	Become BecomeMethod `json:"become,omitempty"`
+
+	// connectTimeoutSeconds bounds each SSH connection attempt. Defaults to 10.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=300
+	ConnectTimeoutSeconds int32 `json:"connectTimeoutSeconds,omitempty"`
+}
+
+// HostClusterSpec is the Kubernetes cluster a Containerized control plane runs on.
+// +kubebuilder:validation:XValidation:rule="has(self.kubeconfigSecretRef) != (has(self.inCluster) && self.inCluster)",message="set exactly one of spec.hostCluster.kubeconfigSecretRef and spec.hostCluster.inCluster: true"
+type HostClusterSpec struct {
+	// kubeconfigSecretRef points at a kubeconfig for the host cluster.
+	// +optional
+	KubeconfigSecretRef *SecretKeyReference `json:"kubeconfigSecretRef,omitempty"`
+
+	// inCluster installs into the cluster the operator runs in.
+	// +optional
+	InCluster bool `json:"inCluster,omitempty"`
+
+	// namespace is the host cluster namespace the control plane runs in. Defaults to karmada-system.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// affinity constrains where every control-plane pod runs. kao adds a
+	// preferred anti-affinity that spreads each component's replicas across nodes.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// dnsDomain is the host cluster's DNS domain. Defaults to cluster.local.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	DNSDomain string `json:"dnsDomain,omitempty"`
+}
+
+// APIServerSpec configures karmada-apiserver.
+type APIServerSpec struct {
+	// endpoint is the host:port clients use to reach karmada-apiserver: a VIP or an
+	// external load balancer in front of the apiServer hosts. It is written into the
+	// exported kubeconfig and the serving certificate. Defaults to the first apiServer
+	// host and spec.apiServer.securePort.
+	// +optional
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(\\\\[[0-9a-fA-F:.]+\\\\]|[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?):[0-9]{1,5}$')",message="spec.apiServer.endpoint must be host:port, with an IPv6 host in brackets"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^.*:[0-9]{1,5}$') || (int(self.substring(self.lastIndexOf(':') + 1)) >= 1 && int(self.substring(self.lastIndexOf(':') + 1)) <= 65535)",message="spec.apiServer.endpoint port must be between 1 and 65535"
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// securePort is the port karmada-apiserver listens on. Defaults to 5443.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	SecurePort int32 `json:"securePort,omitempty"`
+
+	// certSANs are extra names and IP addresses for karmada-apiserver's serving certificate.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:XValidation:rule="isIP(self) || self.matches('^(\\\\*\\\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="each certSAN must be an IP address or a lower-case DNS name"
+	CertSANs []string `json:"certSANs,omitempty"`
+
+	// serviceSubnet is the service IP range karmada-apiserver allocates from. Defaults to 10.96.0.0/12.
+	// +optional
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="spec.apiServer.serviceSubnet must be a CIDR such as 10.96.0.0/12"
+	ServiceSubnet string `json:"serviceSubnet,omitempty"`
+
+	// serviceType exposes karmada-apiserver on the host cluster (Containerized). Defaults to ClusterIP.
+	// +optional
+	ServiceType ServiceType `json:"serviceType,omitempty"`
+
+	// ComponentSpec holds the version, flags, feature gates and workload settings.
+	ComponentSpec `json:",inline"`
+}
+
+// EtcdSpec is the etcd cluster that stores Karmada's objects.
+// +kubebuilder:validation:XValidation:rule="has(self.managed) != has(self.external)",message="set exactly one of spec.etcd.managed and spec.etcd.external"
+type EtcdSpec struct {
+	// managed is an etcd cluster that kao installs and operates.
+	// +optional
+	Managed *ManagedEtcd `json:"managed,omitempty"`
+
+	// external is an etcd cluster that someone else operates.
+	// +optional
+	External *ExternalEtcd `json:"external,omitempty"`
+}
+
+// ManagedEtcd is an etcd cluster kao installs and operates.
+type ManagedEtcd struct {
+	// version is the etcd version, for example v3.6.6. The bundle's version is used when unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=6
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+$`
+	Version string `json:"version,omitempty"`
+
+	// replicas is the member count in Containerized mode; it must be odd. Defaults to 1.
+	// In Binary mode the members are the hosts with the etcd role.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=7
+	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="spec.etcd.managed.replicas must be odd (1, 3, 5 or 7) to keep quorum"
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// dataDir is where members keep their data on the hosts (Binary). Defaults to /var/lib/karmada-etcd.
+	// +optional
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^/[-_./a-zA-Z0-9]*$`
+	DataDir string `json:"dataDir,omitempty"`
+
+	// storage is where members keep their data (Containerized).
+	// +optional
+	Storage EtcdStorage `json:"storage,omitempty,omitzero"`
+
+	// purgeDataOnDelete removes etcd data from the hosts or volumes when the
+	// KarmadaDeployment is deleted. By default data stays.
+	// +optional
+	PurgeDataOnDelete bool `json:"purgeDataOnDelete,omitempty"`
+
+	// extraArgs are extra etcd flags.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	ExtraArgs []Arg `json:"extraArgs,omitempty"`
+}
+
+// EtcdStorage is the storage of a containerized etcd member.
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || self.type == 'PersistentVolumeClaim'",message="spec.etcd.managed.storage.size is only used with type PersistentVolumeClaim"
+// +kubebuilder:validation:XValidation:rule="!has(self.storageClassName) || self.type == 'PersistentVolumeClaim'",message="spec.etcd.managed.storage.storageClassName is only used with type PersistentVolumeClaim"
+type EtcdStorage struct {
+	// type is PersistentVolumeClaim, HostPath or EmptyDir. Defaults to PersistentVolumeClaim.
+	// +optional
+	Type EtcdStorageType `json:"type,omitempty"`
+
+	// size is the requested volume size for PersistentVolumeClaim storage. Defaults to 5Gi.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// storageClassName is the StorageClass of the claims; the cluster default when unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName string `json:"storageClassName,omitempty"`
+}
+
+// ExternalEtcd is an etcd cluster that someone else operates.
+type ExternalEtcd struct {
+	// endpoints are the client URLs of the etcd members, for example https://10.0.0.5:2379.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=7
+	// +kubebuilder:validation:items:MaxLength=263
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^https://(\\\\[[0-9a-fA-F:.]+\\\\]|[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?):[0-9]{1,5}$')",message="each etcd endpoint must be https://host:port"
+	Endpoints []string `json:"endpoints"`
+
+	// caSecretRef points at the CA bundle that signed the etcd servers' certificates.
+	// +required
+	CASecretRef SecretKeyReference `json:"caSecretRef"`
+
+	// clientCertSecretName names a kubernetes.io/tls Secret (tls.crt, tls.key) with the
+	// client certificate the Karmada API servers use.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ClientCertSecretName string `json:"clientCertSecretName"`
+
+	// keyPrefix is the etcd key prefix Karmada stores its objects under. Defaults to /registry.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^/[-_/a-zA-Z0-9]*$`
+	KeyPrefix string `json:"keyPrefix,omitempty"`
+}
+
+// ComponentSpec tunes one control-plane component.
+type ComponentSpec struct {
+	// version overrides spec.version (Karmada components) or spec.kubernetesVersion
+	// (kube-apiserver, kube-controller-manager) for this component alone.
+	// +optional
+	// +kubebuilder:validation:MinLength=6
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+$`
+	Version string `json:"version,omitempty"`
+
+	// extraArgs are extra flags. They replace kao's value for a flag of the same name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	ExtraArgs []Arg `json:"extraArgs,omitempty"`
+
+	// featureGates are the component's feature gates.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	FeatureGates []FeatureGate `json:"featureGates,omitempty"`
+
+	// replicas is the Deployment's replica count (Containerized). Defaults to 1.
+	// In Binary mode the component runs on every host with its role.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=9
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// resources are the container's requests and limits (Containerized).
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// tolerations let the pods run on tainted nodes (Containerized).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+}
+
+// ComponentsSpec tunes the control-plane components other than karmada-apiserver and etcd.
+type ComponentsSpec struct {
+	// aggregatedAPIServer is karmada-aggregated-apiserver, which serves the Cluster API.
+	// +optional
+	AggregatedAPIServer ComponentSpec `json:"aggregatedAPIServer,omitempty,omitzero"`
+
+	// kubeControllerManager is kube-controller-manager.
+	// +optional
+	KubeControllerManager ComponentSpec `json:"kubeControllerManager,omitempty,omitzero"`
+
+	// controllerManager is karmada-controller-manager.
+	// +optional
+	ControllerManager ComponentSpec `json:"controllerManager,omitempty,omitzero"`
+
+	// scheduler is karmada-scheduler.
+	// +optional
+	Scheduler ComponentSpec `json:"scheduler,omitempty,omitzero"`
+
+	// webhook is karmada-webhook.
+	// +optional
+	Webhook ComponentSpec `json:"webhook,omitempty,omitzero"`
+}
+
+// AddonSpec switches an optional Karmada component on and tunes it.
+type AddonSpec struct {
+	// enabled installs the addon (true) or removes it (false).
+	// +required
+	Enabled bool `json:"enabled"`
+
+	// ComponentSpec holds the version, flags, feature gates and workload settings.
+	ComponentSpec `json:",inline"`
+}
+
+// AddonsSpec enables optional Karmada components and user roles.
+type AddonsSpec struct {
+	// search is karmada-search (search.karmada.io).
+	// +optional
+	Search *AddonSpec `json:"search,omitempty"`
+
+	// descheduler is karmada-descheduler.
+	// +optional
+	Descheduler *AddonSpec `json:"descheduler,omitempty"`
+
+	// metricsAdapter is karmada-metrics-adapter (metrics.k8s.io and custom.metrics.k8s.io, for FederatedHPA).
+	// +optional
+	MetricsAdapter *AddonSpec `json:"metricsAdapter,omitempty"`
+
+	// schedulerEstimator runs one karmada-scheduler-estimator per member cluster.
+	// +optional
+	SchedulerEstimator *AddonSpec `json:"schedulerEstimator,omitempty"`
+
+	// userRoles are Ansible roles of the ops team run against kao's inventory.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	UserRoles []UserRole `json:"userRoles,omitempty"`
+}
+
+// UserRole is an ops team's own Ansible role, run with kao's inventory.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapName) != has(self.path)",message="set exactly one of configMapName and path for a user role"
+type UserRole struct {
+	// name is the role's name; it must match the role directory's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]*$`
+	Name string `json:"name"`
+
+	// stage is when the role runs.
+	// +required
+	Stage UserRoleStage `json:"stage"`
+
+	// groups are the inventory groups the role runs against.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=7
+	Groups []InventoryGroup `json:"groups"`
+
+	// configMapName names a ConfigMap in this namespace holding the role as files
+	// (keys are paths inside the role with "/" written as "__", for example tasks__main.yml).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ConfigMapName string `json:"configMapName,omitempty"`
+
+	// path is a role directory inside the operator's image or volumes.
+	// +optional
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/[-_./a-zA-Z0-9]*$`
+	Path string `json:"path,omitempty"`
+}
+
+// CertificatesSpec tunes the certificates kao issues.
+type CertificatesSpec struct {
+	// validity is how long leaf certificates are valid. Defaults to 8760h (one year).
+	// +optional
+	Validity *metav1.Duration `json:"validity,omitempty"`
+
+	// caValidity is how long the CAs are valid. Defaults to 87600h (ten years).
+	// +optional
+	CAValidity *metav1.Duration `json:"caValidity,omitempty"`
+
+	// renewBefore is how long before expiry kao renews a leaf certificate. Defaults to 720h (30 days).
+	// +optional
+	RenewBefore *metav1.Duration `json:"renewBefore,omitempty"`
+}
+
+// MemberSpec is a cluster joined to this Karmada.
+type MemberSpec struct {
+	// name is the Karmada Cluster name. It must be a DNS-1123 label of at most
+	// 48 characters (Karmada derives namespace names from it).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=48
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// syncMode is Push or Pull.
+	// +required
+	SyncMode SyncMode `json:"syncMode"`
+
+	// kubeconfigSecretRef points at a kubeconfig for the member cluster.
+	// +required
+	KubeconfigSecretRef SecretKeyReference `json:"kubeconfigSecretRef"`
+
+	// context is the kubeconfig context to use; the current context when unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Context string `json:"context,omitempty"`
+
+	// provider is the member's cloud provider, recorded on the Cluster object.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9]([-a-zA-Z0-9._]*[a-zA-Z0-9])?$`
+	Provider string `json:"provider,omitempty"`
+
+	// region is the member's region, recorded on the Cluster object.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9]([-a-zA-Z0-9._]*[a-zA-Z0-9])?$`
+	Region string `json:"region,omitempty"`
+
+	// zones are the member's zones, recorded on the Cluster object.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9]([-a-zA-Z0-9._]*[a-zA-Z0-9])?$`
+	Zones []string `json:"zones,omitempty"`
+}
+
+// Phase is a one-word summary of a KarmadaDeployment for people; decisions use conditions.
+// +kubebuilder:validation:Enum=Pending;Installing;Upgrading;Running;Degraded;Failed;Deleting;Paused
+type Phase string
+
+const (
+	// PendingPhase: nothing has run yet.
+	PendingPhase Phase = "Pending"
+	// InstallingPhase: an install run is in progress.
+	InstallingPhase Phase = "Installing"
+	// UpgradingPhase: an upgrade run is in progress.
+	UpgradingPhase Phase = "Upgrading"
+	// RunningPhase: the last run succeeded and the control plane answers probes.
+	RunningPhase Phase = "Running"
+	// DegradedPhase: the last run succeeded but a probe fails.
+	DegradedPhase Phase = "Degraded"
+	// FailedPhase: the last run failed; kao retries with backoff.
+	FailedPhase Phase = "Failed"
+	// DeletingPhase: the control plane is being removed.
+	DeletingPhase Phase = "Deleting"
+	// PausedPhase: spec.paused is set.
+	PausedPhase Phase = "Paused"
+)
+
+// RunResult is the outcome of a playbook run.
+// +kubebuilder:validation:Enum=Succeeded;Failed;Cancelled
+type RunResult string
+
+const (
+	// RunSucceeded: every host finished without failed or unreachable tasks.
+	RunSucceeded RunResult = "Succeeded"
+	// RunFailed: a task failed, a host was unreachable or ansible-playbook could not run.
+	RunFailed RunResult = "Failed"
+	// RunCancelled: the run was stopped (spec change, deletion, operator shutdown).
+	RunCancelled RunResult = "Cancelled"
+)
+
+// KarmadaDeploymentStatus is what kao observed and did.
+type KarmadaDeploymentStatus struct {
+	// observedGeneration is the spec generation the last successful reconcile acted on.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase is a one-word summary for people.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// conditions are Ready, ControlPlaneReady, EtcdHealthy, MembersReady,
+	// PlaybookSucceeded, CertificatesValid and Paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// version is the Karmada version the control plane last reached.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Version string `json:"version,omitempty"`
+
+	// progress is the run in progress, if any.
+	// +optional
+	Progress *RunProgress `json:"progress,omitempty"`
+
+	// lastRun is the last finished run.
+	// +optional
+	LastRun *RunStatus `json:"lastRun,omitempty"`
+
+	// retry records failed attempts and when kao tries again.
+	// +optional
+	Retry *RetryStatus `json:"retry,omitempty"`
+
+	// components are the installed control-plane components.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Components []ComponentStatus `json:"components,omitempty"`
+
+	// etcd is the observed state of the etcd cluster.
+	// +optional
+	Etcd *EtcdStatus `json:"etcd,omitempty"`
+
+	// members are the member clusters kao joined or is joining.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Members []MemberStatus `json:"members,omitempty"`
+
+	// readyMembers summarises members as ready/total, for example 3/3.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	ReadyMembers string `json:"readyMembers,omitempty"`
+
+	// endpoint is the address clients use to reach karmada-apiserver.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// kubeconfigSecretRef points at the exported admin kubeconfig.
+	// +optional
+	KubeconfigSecretRef *SecretKeyReference `json:"kubeconfigSecretRef,omitempty"`
+
+	// certificates are the certificates kao issued and when they expire.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Certificates []CertificateStatus `json:"certificates,omitempty"`
+}
+
+// RunProgress is a playbook run in progress.
+type RunProgress struct {
+	// runID identifies the run; its log and lastRun carry the same ID.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	RunID string `json:"runID"`
+
+	// playbook is the entry playbook, for example install.yml.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	Playbook string `json:"playbook"`
+
+	// tasksDone counts finished task results so far.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	TasksDone int32 `json:"tasksDone"`
+
+	// tasksTotal is the number of task results the run is expected to produce,
+	// known before the run starts.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	TasksTotal int32 `json:"tasksTotal"`
+
+	// percent is tasksDone out of tasksTotal, 0 to 100.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Percent int32 `json:"percent"`
+
+	// currentTask is the name of the task running now.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	CurrentTask string `json:"currentTask,omitempty"`
+
+	// currentHost is the host the last result came from.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CurrentHost string `json:"currentHost,omitempty"`
+
+	// startTime is when the run started.
+	// +required
+	StartTime metav1.Time `json:"startTime"`
+
+	// updateTime is when this progress was last written.
+	// +optional
+	UpdateTime *metav1.Time `json:"updateTime,omitempty"`
+}
+
+// RunStatus is the outcome of a finished playbook run.
+type RunStatus struct {
+	// id identifies the run.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id"`
+
+	// playbook is the entry playbook.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	Playbook string `json:"playbook"`
+
+	// generation is the spec generation the run applied.
+	// +required
+	Generation int64 `json:"generation"`
+
+	// result is Succeeded, Failed or Cancelled.
+	// +required
+	Result RunResult `json:"result"`
+
+	// message says in a sentence why a run did not succeed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// startTime is when the run started.
+	// +required
+	StartTime metav1.Time `json:"startTime"`
+
+	// endTime is when the run ended.
+	// +required
+	EndTime metav1.Time `json:"endTime"`
+
+	// hosts are per-host task counts from Ansible's final stats.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1100
+	Hosts []HostRunStats `json:"hosts,omitempty"`
+
+	// failedTasks are the tasks that failed or found their host unreachable.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
+	FailedTasks []FailedTask `json:"failedTasks,omitempty"`
+
+	// logConfigMapName names the ConfigMap holding this run's compressed log tail.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	LogConfigMapName string `json:"logConfigMapName,omitempty"`
+}
+
+// HostRunStats are Ansible's final counts for one host.
+type HostRunStats struct {
+	// name is the inventory host name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// ok counts tasks that succeeded without change.
+	// +optional
+	OK int32 `json:"ok"`
+	// changed counts tasks that changed something.
+	// +optional
+	Changed int32 `json:"changed"`
+	// failed counts tasks that failed.
+	// +optional
+	Failed int32 `json:"failed"`
+	// unreachable counts tasks that could not reach the host.
+	// +optional
+	Unreachable int32 `json:"unreachable"`
+	// skipped counts tasks skipped by a condition.
+	// +optional
+	Skipped int32 `json:"skipped"`
+	// rescued counts failures handled by a rescue block.
+	// +optional
+	Rescued int32 `json:"rescued"`
+	// ignored counts failures ignored by ignore_errors.
+	// +optional
+	Ignored int32 `json:"ignored"`
+}
+
+// FailedTask is one task that failed on one host.
+type FailedTask struct {
+	// host is the inventory host name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host"`
+	// task is the task name.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	Task string `json:"task"`
+	// unreachable is true when the host could not be reached.
+	// +optional
+	Unreachable bool `json:"unreachable,omitempty"`
+	// message is Ansible's message, shortened and with secrets removed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// RetryStatus records failed attempts so backoff survives operator restarts.
+type RetryStatus struct {
+	// failures counts consecutive failed runs of the current generation.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Failures int32 `json:"failures"`
+	// generation is the spec generation the failures belong to.
+	// +required
+	Generation int64 `json:"generation"`
+	// lastFailureTime is when the last run failed.
+	// +optional
+	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
+	// nextRetryTime is when kao runs again.
+	// +optional
+	NextRetryTime *metav1.Time `json:"nextRetryTime,omitempty"`
+}
+
+// ComponentStatus is one installed component.
+type ComponentStatus struct {
+	// name is the component name, for example karmada-scheduler.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
+	// version is the running version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Version string `json:"version,omitempty"`
+	// targetVersion is the version being rolled out, when it differs from version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	TargetVersion string `json:"targetVersion,omitempty"`
+	// hosts are the hosts (Binary) the component runs on.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	Hosts []string `json:"hosts,omitempty"`
+	// ready is true when every instance passes its health check.
+	// +optional
+	Ready bool `json:"ready"`
+	// message says what is wrong when not ready.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// EtcdStatus is the observed etcd cluster.
+type EtcdStatus struct {
+	// members are the etcd members.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Members []EtcdMemberStatus `json:"members,omitempty"`
+	// healthy summarises healthy/total, for example 3/3.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Healthy string `json:"healthy,omitempty"`
+	// leader is the name of the leader member.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Leader string `json:"leader,omitempty"`
+}
+
+// EtcdMemberStatus is one etcd member.
+type EtcdMemberStatus struct {
+	// name is the member name (the host name in Binary mode).
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// id is the member ID in hex.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	ID string `json:"id,omitempty"`
+	// clientURL is the member's client URL.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ClientURL string `json:"clientURL,omitempty"`
+	// healthy is true when the member answered a health check.
+	// +optional
+	Healthy bool `json:"healthy"`
+	// leader is true for the leader.
+	// +optional
+	Leader bool `json:"leader,omitempty"`
+	// message says what is wrong when unhealthy.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// MemberStatus is one member cluster.
+type MemberStatus struct {
+	// name is the Karmada Cluster name.
+	// +required
+	// +kubebuilder:validation:MaxLength=48
+	Name string `json:"name"`
+	// syncMode is the mode the member was joined with.
+	// +optional
+	SyncMode SyncMode `json:"syncMode,omitempty"`
+	// joined is true once the Cluster object exists in Karmada.
+	// +optional
+	Joined bool `json:"joined"`
+	// ready mirrors the Cluster object's Ready condition.
+	// +optional
+	Ready bool `json:"ready"`
+	// message says what is wrong, or what is happening.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+	// lastTransitionTime is when joined or ready last changed.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// CertificateStatus is one certificate kao issued.
+type CertificateStatus struct {
+	// name is the certificate's name, for example karmada-apiserver.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name"`
+	// secretName is the Secret that holds it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName,omitempty"`
+	// notBefore is when it became valid.
+	// +optional
+	NotBefore *metav1.Time `json:"notBefore,omitempty"`
+	// notAfter is when it expires.
+	// +required
+	NotAfter metav1.Time `json:"notAfter"`
+}
+
+// KarmadaDeployment is a Karmada control plane that kao installs and operates
+// with Ansible, on SSH hosts (Binary) or on a host cluster (Containerized).
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kd,categories=kao
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.progress.percent`,description="Percent of the running playbook done"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
+// +kubebuilder:printcolumn:name="Members",type=string,JSONPath=`.status.readyMembers`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+type KarmadaDeployment struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the object's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired control plane.
+	// +required
+	Spec KarmadaDeploymentSpec `json:"spec"`
+
+	// status is what kao observed and did.
+	// +optional
+	Status KarmadaDeploymentStatus `json:"status,omitempty,omitzero"`
+}
+
+// KarmadaDeploymentList is a list of KarmadaDeployments.
+//
+// +kubebuilder:object:root=true
+type KarmadaDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []KarmadaDeployment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&KarmadaDeployment{}, &KarmadaDeploymentList{})
+}

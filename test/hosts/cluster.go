@@ -1,0 +1,713 @@
+package hosts
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Host is one test host as clients reach it.
+type Host struct {
+	// Name is the host's name and hostname (node1, node2, ...).
+	Name string `json:"name"`
+	// Address is the host's IPv4 address on the instance's subnet.
+	Address string `json:"address"`
+	// Port is the SSH port (SSHPort).
+	Port int `json:"port"`
+	// User is the SSH user (SSHUser).
+	User string `json:"user"`
+}
+
+// HostStatus is a host and its power and network state.
+type HostStatus struct {
+	Host
+	// PoweredOn is true while the host's systemd-nspawn process runs.
+	PoweredOn bool `json:"poweredOn"`
+	// Cut is true while the host is cut off the network.
+	Cut bool `json:"cut"`
+	// PID is the systemd-nspawn process id while powered on.
+	PID int `json:"pid,omitempty"`
+}
+
+// Resources lists what an instance created on the machine, for checking that
+// nothing is left after Down.
+type Resources struct {
+	// StateDir is the instance's state directory.
+	StateDir string
+	// Netns are the names of the network namespaces (below /run/netns).
+	Netns []string
+	// Links are the root-namespace interfaces: the bridge and the veths.
+	Links []string
+	// Cgroups are the per-host cgroup directories.
+	Cgroups []string
+}
+
+// Cluster is one running harness instance: a set of hosts on the instance's
+// own bridge and subnet. Its methods are safe for concurrent use, and across
+// processes: each change holds the instance's lock and re-reads its state.
+type Cluster struct {
+	cfg Config
+	l   layout
+	dir string
+
+	mu           sync.Mutex
+	st           *instanceState
+	bootDuration time.Duration
+}
+
+// Unsupported returns why test hosts cannot run on this machine, or "" if
+// they can: they need Linux, root, and the tools the harness shells out to.
+func Unsupported() string {
+	if runtime.GOOS != "linux" {
+		return "test hosts need Linux (systemd-nspawn)"
+	}
+	if os.Geteuid() != 0 {
+		return "test hosts need root (network namespaces, systemd-nspawn)"
+	}
+	if missing := MissingTools(); len(missing) > 0 {
+		return "test hosts need " + strings.Join(missing, ", ") + " (Debian: apt-get install systemd-container debootstrap iproute2 openssh-client)"
+	}
+	return ""
+}
+
+// Up creates instance cfg.Name with n hosts and waits until every host answers
+// SSH and has finished booting. It builds the base root first if it is not
+// cached. An existing instance of the same name is torn down first (this is
+// how leftovers of a crash are cleaned), unless another live process owns it.
+// If Up fails it removes what it created.
+func Up(ctx context.Context, cfg Config, n int) (*Cluster, error) {
+	cfg, err := cfg.complete()
+	if err != nil {
+		return nil, err
+	}
+	if n < 1 || n > MaxHosts {
+		return nil, fmt.Errorf("number of hosts %d out of range 1..%d", n, MaxHosts)
+	}
+	if reason := Unsupported(); reason != "" {
+		return nil, errors.New(reason)
+	}
+	base, _, err := EnsureBase(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := layout{root: cfg.StateRoot}
+	lock, err := lockFile(ctx, l.instanceLock(cfg.Name))
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock()
+	if err := clearPrevious(ctx, cfg, l); err != nil {
+		return nil, err
+	}
+	st, err := allocate(ctx, cfg, l, base)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, l: l, dir: l.instanceDir(cfg.Name), st: st}
+	if err := c.create(ctx, n); err != nil {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if terr := teardown(tctx, cfg.Logf, l, cfg.Name); terr != nil {
+			err = errors.Join(err, fmt.Errorf("cleaning up after the failed up: %w", terr))
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// clearPrevious tears down an earlier instance of the same name. The caller
+// holds the instance lock.
+func clearPrevious(ctx context.Context, cfg Config, l layout) error {
+	st, err := loadState(l.instanceDir(cfg.Name))
+	if errors.Is(err, os.ErrNotExist) {
+		return removeTree(l.instanceDir(cfg.Name))
+	}
+	if err != nil {
+		return err
+	}
+	if st.Owner != nil && st.Owner.alive() && (cfg.owner == nil || *st.Owner != *cfg.owner) {
+		return fmt.Errorf("instance %s is in use by running process %d", cfg.Name, st.Owner.PID)
+	}
+	cfg.Logf("removing the previous instance %s", cfg.Name)
+	return teardown(ctx, cfg.Logf, l, cfg.Name)
+}
+
+// Open returns the running instance cfg.Name (created by an earlier Up, maybe
+// by another process).
+func Open(cfg Config) (*Cluster, error) {
+	cfg, err := cfg.complete()
+	if err != nil {
+		return nil, err
+	}
+	l := layout{root: cfg.StateRoot}
+	st, err := loadState(l.instanceDir(cfg.Name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("instance %s is not up (no state in %s)", cfg.Name, l.instanceDir(cfg.Name))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{cfg: cfg, l: l, dir: l.instanceDir(cfg.Name), st: st}, nil
+}
+
+// Down tears down instance cfg.Name: it powers off every host and removes the
+// network namespaces, links, cgroups and state directory that the instance
+// recorded, then checks that none is left. Down of an instance that is not up
+// does nothing.
+func Down(ctx context.Context, cfg Config) error {
+	cfg, err := cfg.complete()
+	if err != nil {
+		return err
+	}
+	l := layout{root: cfg.StateRoot}
+	lock, err := lockFile(ctx, l.instanceLock(cfg.Name))
+	if err != nil {
+		return err
+	}
+	defer lock.unlock()
+	return teardown(ctx, cfg.Logf, l, cfg.Name)
+}
+
+// Instances returns the names of the instances recorded in cfg's state root
+// (cfg.Name is ignored).
+func Instances(cfg Config) ([]string, error) {
+	cfg, err := cfg.completeShared()
+	if err != nil {
+		return nil, err
+	}
+	return listInstances(layout{root: cfg.StateRoot})
+}
+
+// create builds the instance's network and hosts and boots them. The caller
+// holds the instance lock; every resource is recorded in the state before it
+// is created.
+func (c *Cluster) create(ctx context.Context, n int) error {
+	st := c.st
+	save := func() error { return saveState(c.dir, st) }
+
+	keyPath := filepath.Join(c.dir, keyFile)
+	if err := sshKeygen(ctx, "ed25519", keyPath, "kao-test-hosts@"+st.Name); err != nil {
+		return err
+	}
+	authorizedKey, err := readPublicKey(keyPath + ".pub")
+	if err != nil {
+		return err
+	}
+	subnet, err := netip.ParsePrefix(st.Subnet)
+	if err != nil {
+		return fmt.Errorf("parsing subnet: %w", err)
+	}
+
+	bridge := bridgeName(st.Index)
+	if linkExists(bridge) {
+		return fmt.Errorf("bridge %s already exists and is not ours", bridge)
+	}
+	st.Bridge = bridge
+	if err := save(); err != nil {
+		return err
+	}
+	if err := createBridge(ctx, st.Bridge, st.Gateway+"/24"); err != nil {
+		return err
+	}
+
+	for i := 1; i <= n; i++ {
+		addr, err := ipAdd(subnet.Addr(), 10+i)
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("%s%d", c.cfg.HostPrefix, i)
+		machine := machineName(st.Index, name)
+		veth := vethName(st.Index, i)
+		if netnsExists(machine) || linkExists(veth) {
+			return fmt.Errorf("network namespace %s or link %s already exists and is not ours", machine, veth)
+		}
+		st.Hosts = append(st.Hosts, hostState{Name: name, Address: addr.String(), Machine: machine, Netns: machine, Veth: veth})
+	}
+	if err := save(); err != nil {
+		return err
+	}
+	for i := range st.Hosts {
+		h := &st.Hosts[i]
+		if err := createNetns(ctx, h.Netns); err != nil {
+			return err
+		}
+		if err := createVeth(ctx, h.Veth, st.Bridge, h.Netns, h.Address+"/24"); err != nil {
+			return err
+		}
+		if err := prepareUpper(ctx, st.Base, upperDir(c.dir, h.Name), *h, st.Hosts, authorizedKey); err != nil {
+			return fmt.Errorf("preparing %s: %w", h.Name, err)
+		}
+	}
+	if err := writeAccessFiles(c.dir, st, hostsOf(st)); err != nil {
+		return err
+	}
+
+	c.cfg.Logf("booting %d hosts on %s (bridge %s, state %s)", n, st.Subnet, st.Bridge, c.dir)
+	start := time.Now()
+	for i := range st.Hosts {
+		if err := powerOn(st, c.dir, &st.Hosts[i], save); err != nil {
+			return err
+		}
+	}
+	if err := c.waitAllBooted(ctx, st); err != nil {
+		return err
+	}
+	c.bootDuration = time.Since(start)
+	c.cfg.Logf("booted %d hosts in %s", n, c.bootDuration.Round(10*time.Millisecond))
+	return nil
+}
+
+// waitAllBooted waits for every powered-on host in parallel.
+func (c *Cluster) waitAllBooted(ctx context.Context, st *instanceState) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(st.Hosts))
+	for i := range st.Hosts {
+		h := st.Hosts[i]
+		if h.Nspawn == nil {
+			continue
+		}
+		id := *h.Nspawn
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = waitBooted(ctx, c.PrivateKeyPath(), c.KnownHostsPath(), hostOf(h), id.alive, consoleLog(c.dir, h.Name), c.cfg.BootTimeout)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// teardown removes everything instance name recorded. The caller holds the
+// instance lock. On failure the state is kept (so a later Down can retry) and
+// the error says what is left.
+func teardown(ctx context.Context, logf func(string, ...any), l layout, name string) error {
+	dir := l.instanceDir(name)
+	st, err := loadState(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return removeTree(dir) // nothing recorded; at most a partial directory
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range st.Hosts {
+		errs = append(errs, powerOff(ctx, dir, &st.Hosts[i]))
+	}
+	for _, h := range st.Hosts {
+		errs = append(errs, deleteLink(ctx, h.Veth), deleteNetns(ctx, h.Netns), removeCgroups(h.Cgroups))
+	}
+	errs = append(errs, deleteLink(ctx, st.Bridge))
+	if left := resourcesOf(st, dir).Leftovers(); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("still present: %s", strings.Join(left, "; ")))
+	}
+	if err := errors.Join(errs...); err != nil {
+		if serr := saveState(dir, st); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		return fmt.Errorf("tearing down instance %s: %w", name, err)
+	}
+	if err := removeTree(dir); err != nil {
+		return fmt.Errorf("tearing down instance %s: %w", name, err)
+	}
+	logf("instance %s is down", name)
+	return nil
+}
+
+// withLock runs fn on the freshly read state under the instance lock and
+// saves the state afterwards, also when fn fails.
+func (c *Cluster) withLock(ctx context.Context, fn func(st *instanceState, save func() error) error) error {
+	lock, err := lockFile(ctx, c.l.instanceLock(c.cfg.Name))
+	if err != nil {
+		return err
+	}
+	defer lock.unlock()
+	st, err := loadState(c.dir)
+	if err != nil {
+		return fmt.Errorf("instance %s: %w", c.cfg.Name, err)
+	}
+	save := func() error { return saveState(c.dir, st) }
+	err = fn(st, save)
+	if serr := save(); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	c.mu.Lock()
+	c.st = st
+	c.mu.Unlock()
+	return err
+}
+
+// Stop powers a host off abruptly, like pulling its plug: its processes are
+// killed with SIGKILL, nothing shuts down cleanly. Its disk (the overlay upper
+// directory), address and keys survive, so Start boots it again. Stopping a
+// stopped host does nothing.
+func (c *Cluster) Stop(ctx context.Context, host string) error {
+	return c.withLock(ctx, func(st *instanceState, _ func() error) error {
+		h, err := st.host(host)
+		if err != nil {
+			return err
+		}
+		if err := powerOff(ctx, c.dir, h); err != nil {
+			return err
+		}
+		c.cfg.Logf("%s powered off", host)
+		return nil
+	})
+}
+
+// Start powers a stopped host on and waits until it has booted (unless it is
+// cut off the network, when there is no way to tell). Starting a running host
+// does nothing.
+func (c *Cluster) Start(ctx context.Context, host string) error {
+	var (
+		h       hostState
+		already bool
+	)
+	err := c.withLock(ctx, func(st *instanceState, save func() error) error {
+		hs, err := st.host(host)
+		if err != nil {
+			return err
+		}
+		if hs.poweredOn() {
+			already = true
+			return nil
+		}
+		// Clear whatever a crashed earlier run left in the host's cgroups.
+		if err := powerOff(ctx, c.dir, hs); err != nil {
+			return err
+		}
+		if err := powerOn(st, c.dir, hs, save); err != nil {
+			return err
+		}
+		h = *hs
+		return nil
+	})
+	if err != nil || already {
+		return err
+	}
+	if h.Cut {
+		c.cfg.Logf("%s powered on; it is cut off the network, so not waiting for its boot", host)
+		return nil
+	}
+	start := time.Now()
+	if err := waitBooted(ctx, c.PrivateKeyPath(), c.KnownHostsPath(), hostOf(h), h.Nspawn.alive, consoleLog(c.dir, h.Name), c.cfg.BootTimeout); err != nil {
+		return err
+	}
+	c.cfg.Logf("%s booted in %s", host, time.Since(start).Round(10*time.Millisecond))
+	return nil
+}
+
+// Cut partitions a host off the network: neither the machine nor the other
+// hosts reach it, and it reaches nobody, until Restore. The host keeps running.
+func (c *Cluster) Cut(ctx context.Context, host string) error {
+	return c.withLock(ctx, func(st *instanceState, _ func() error) error {
+		h, err := st.host(host)
+		if err != nil {
+			return err
+		}
+		if err := setLinkUp(ctx, h.Veth, false); err != nil {
+			return err
+		}
+		h.Cut = true
+		c.cfg.Logf("%s cut off the network", host)
+		return nil
+	})
+}
+
+// Restore reconnects a host cut off by Cut. If the host is powered on, it
+// waits until the machine reaches the host's SSH port again.
+func (c *Cluster) Restore(ctx context.Context, host string) error {
+	var h hostState
+	err := c.withLock(ctx, func(st *instanceState, _ func() error) error {
+		hs, err := st.host(host)
+		if err != nil {
+			return err
+		}
+		if err := setLinkUp(ctx, hs.Veth, true); err != nil {
+			return err
+		}
+		hs.Cut = false
+		h = *hs
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.cfg.Logf("%s reconnected", host)
+	if !h.poweredOn() {
+		return nil
+	}
+	return waitPort(ctx, net.JoinHostPort(h.Address, strconv.Itoa(SSHPort)), 30*time.Second)
+}
+
+// Run runs a shell command line (script) on a host over SSH, with the host key checked
+// against the instance's known_hosts, and returns its standard output. The
+// error carries the standard error.
+func (c *Cluster) Run(ctx context.Context, host, script string) (string, error) {
+	h, err := c.Host(host)
+	if err != nil {
+		return "", err
+	}
+	out, _, err := runSSH(ctx, c.PrivateKeyPath(), c.KnownHostsPath(), h, script)
+	return out, err
+}
+
+// SSHArgs returns ssh's arguments (without the program name) to reach a host
+// with strict host key checking: options, then user@address. Append a command
+// to run one.
+func (c *Cluster) SSHArgs(host string) ([]string, error) {
+	h, err := c.Host(host)
+	if err != nil {
+		return nil, err
+	}
+	return append(sshOptions(c.PrivateKeyPath(), c.KnownHostsPath()), "-p", strconv.Itoa(h.Port), h.User+"@"+h.Address), nil
+}
+
+// SSHCommand returns an unstarted ssh command that runs remote (joined by
+// spaces, as ssh does) on a host; with no remote, an interactive login.
+func (c *Cluster) SSHCommand(ctx context.Context, host string, remote ...string) (*exec.Cmd, error) {
+	args, err := c.SSHArgs(host)
+	if err != nil {
+		return nil, err
+	}
+	if len(remote) > 0 {
+		args = append(append(args, "--"), remote...)
+	}
+	return command(ctx, "ssh", args...)
+}
+
+// Status re-reads the instance's state and reports every host.
+func (c *Cluster) Status() ([]HostStatus, error) {
+	st, err := loadState(c.dir)
+	if err != nil {
+		return nil, fmt.Errorf("instance %s: %w", c.cfg.Name, err)
+	}
+	c.mu.Lock()
+	c.st = st
+	c.mu.Unlock()
+	out := make([]HostStatus, 0, len(st.Hosts))
+	for _, h := range st.Hosts {
+		s := HostStatus{Host: hostOf(h), Cut: h.Cut, PoweredOn: h.poweredOn()}
+		if s.PoweredOn {
+			s.PID = h.Nspawn.PID
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Down tears the instance down; see the package-level Down.
+func (c *Cluster) Down(ctx context.Context) error {
+	return Down(ctx, c.cfg)
+}
+
+// Name returns the instance name.
+func (c *Cluster) Name() string { return c.cfg.Name }
+
+// StateDir returns the instance's state directory.
+func (c *Cluster) StateDir() string { return c.dir }
+
+// PrivateKeyPath returns the path of the SSH private key that logs in as root
+// on every host.
+func (c *Cluster) PrivateKeyPath() string { return filepath.Join(c.dir, keyFile) }
+
+// KnownHostsPath returns the path of the known_hosts file holding every host's
+// real host keys.
+func (c *Cluster) KnownHostsPath() string { return filepath.Join(c.dir, knownHosts) }
+
+// HostsFilePath returns the path of hosts.json (see HostsFile).
+func (c *Cluster) HostsFilePath() string { return filepath.Join(c.dir, hostsFile) }
+
+// InventoryPath returns the path of the Ansible inventory for the hosts.
+func (c *Cluster) InventoryPath() string { return filepath.Join(c.dir, inventoryFile) }
+
+// SSHConfigPath returns the path of an ssh_config for `ssh -F PATH HOST`.
+func (c *Cluster) SSHConfigPath() string { return filepath.Join(c.dir, sshConfigFile) }
+
+// BootDuration returns how long Up took to boot the hosts (from the first
+// power-on until every host reported a finished boot), excluding the base
+// build and network setup.
+func (c *Cluster) BootDuration() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bootDuration
+}
+
+// Subnet returns the instance's subnet in CIDR form.
+func (c *Cluster) Subnet() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st.Subnet
+}
+
+// Gateway returns the bridge's address: the machine as the hosts see it.
+func (c *Cluster) Gateway() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st.Gateway
+}
+
+// Hosts returns every host.
+func (c *Cluster) Hosts() []Host {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return hostsOf(c.st)
+}
+
+// Host returns the named host.
+func (c *Cluster) Host(name string) (Host, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, err := c.st.host(name)
+	if err != nil {
+		return Host{}, err
+	}
+	return hostOf(*h), nil
+}
+
+// Resources returns what the instance created on the machine.
+func (c *Cluster) Resources() Resources {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return resourcesOf(c.st, c.dir)
+}
+
+func hostOf(h hostState) Host {
+	return Host{Name: h.Name, Address: h.Address, Port: SSHPort, User: SSHUser}
+}
+
+func hostsOf(st *instanceState) []Host {
+	out := make([]Host, 0, len(st.Hosts))
+	for _, h := range st.Hosts {
+		out = append(out, hostOf(h))
+	}
+	return out
+}
+
+func resourcesOf(st *instanceState, dir string) Resources {
+	r := Resources{StateDir: dir}
+	if st.Bridge != "" {
+		r.Links = append(r.Links, st.Bridge)
+	}
+	for _, h := range st.Hosts {
+		if h.Netns != "" {
+			r.Netns = append(r.Netns, h.Netns)
+		}
+		if h.Veth != "" {
+			r.Links = append(r.Links, h.Veth)
+		}
+		r.Cgroups = append(r.Cgroups, h.Cgroups...)
+	}
+	return r
+}
+
+// Leftovers reports which of the resources still exist: network namespaces,
+// links, cgroups, processes that run in them or name the state directory on
+// their command line, and mounts (in any mount namespace) of the network
+// namespaces or of anything in the state directory, such as a host's overlay.
+func (r Resources) Leftovers() []string {
+	var left []string
+	for _, ns := range r.Netns {
+		if netnsExists(ns) {
+			left = append(left, "network namespace "+ns)
+		}
+	}
+	for _, l := range r.Links {
+		if linkExists(l) {
+			left = append(left, "link "+l)
+		}
+	}
+	for _, cg := range r.Cgroups {
+		if _, err := os.Stat(cg); err == nil {
+			left = append(left, "cgroup "+cg)
+		}
+	}
+	if pids, err := pidsInCgroups(r.Cgroups); err == nil {
+		for _, pid := range pids {
+			left = append(left, fmt.Sprintf("process %d in a host cgroup", pid))
+		}
+	}
+	if r.StateDir != "" {
+		left = append(left, processesNaming(resolve(r.StateDir))...)
+	}
+	left = append(left, mountsOf(r)...)
+	return left
+}
+
+// processesNaming returns the live processes (other than the caller) whose
+// command line mentions dir: systemd-nspawn names its overlay directories.
+func processesNaming(dir string) []string {
+	pids, err := allPIDs()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, pid := range pids {
+		if pid == os.Getpid() {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(string(data), dir) {
+			continue
+		}
+		if st, err := readProcStat(pid); err != nil || st.state == "Z" {
+			continue
+		}
+		out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(strings.TrimRight(string(data), "\x00"), "\x00", " ")))
+	}
+	return out
+}
+
+// mountsOf scans the mount tables of every process for mounts of r's network
+// namespaces or of paths in r's state directory (including overlay mounts that
+// name it in their options).
+func mountsOf(r Resources) []string {
+	pids, err := allPIDs()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	want := map[string]bool{}
+	for _, ns := range r.Netns {
+		want[netnsPath(ns)] = true
+	}
+	dir := ""
+	if r.StateDir != "" {
+		dir = resolve(r.StateDir)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, pid := range pids {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/mountinfo", pid))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			line := sc.Text()
+			fields := strings.Fields(line)
+			if len(fields) < 5 {
+				continue
+			}
+			mp := unescapeMountinfo(fields[4])
+			hit := want[mp] || (dir != "" && strings.Contains(line, dir))
+			// Mount ids repeat across namespaces; key on the whole line.
+			if hit && !seen[line] {
+				seen[line] = true
+				out = append(out, fmt.Sprintf("mount %s (seen by process %d)", mp, pid))
+			}
+		}
+		f.Close()
+	}
+	return out
+}
