@@ -500,7 +500,6 @@ type ComponentSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
-
 }
 
 // ComponentsSpec tunes the control-plane components other than karmada-apiserver and etcd.

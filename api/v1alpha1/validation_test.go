@@ -172,9 +172,11 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			wantMessage: "spec.hostCluster is required when spec.mode is Containerized",
 		},
 		{
-			name:        "containerized mode with hosts",
-			sample:      containerizedSample,
-			mutate:      func(o map[string]any) { set(o, []any{map[string]any{"name": "h1", "address": "10.0.0.1", "roles": []any{"etcd"}}}, "spec", "hosts") },
+			name:   "containerized mode with hosts",
+			sample: containerizedSample,
+			mutate: func(o map[string]any) {
+				set(o, []any{map[string]any{"name": "h1", "address": "10.0.0.1", "roles": []any{"etcd"}}}, "spec", "hosts")
+			},
 			wantMessage: "spec.hosts is only used when spec.mode is Binary",
 		},
 		{
@@ -263,15 +265,21 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			wantMessage: `spec.members[0].name: Invalid value: "edge.1"`,
 		},
 		{
-			name:        "no host with the apiServer role",
-			sample:      binarySample,
-			mutate:      func(o map[string]any) { host(o, 0)["roles"] = []any{"etcd"}; host(o, 1)["roles"] = []any{"etcd", "controlPlane"} },
+			name:   "no host with the apiServer role",
+			sample: binarySample,
+			mutate: func(o map[string]any) {
+				host(o, 0)["roles"] = []any{"etcd"}
+				host(o, 1)["roles"] = []any{"etcd", "controlPlane"}
+			},
 			wantMessage: "at least one host in spec.hosts needs the apiServer role",
 		},
 		{
-			name:        "no host with the controlPlane role",
-			sample:      binarySample,
-			mutate:      func(o map[string]any) { host(o, 1)["roles"] = []any{"etcd", "apiServer"}; host(o, 2)["roles"] = []any{"etcd"} },
+			name:   "no host with the controlPlane role",
+			sample: binarySample,
+			mutate: func(o map[string]any) {
+				host(o, 1)["roles"] = []any{"etcd", "apiServer"}
+				host(o, 2)["roles"] = []any{"etcd"}
+			},
 			wantMessage: "at least one host in spec.hosts needs the controlPlane role",
 		},
 		{
@@ -323,21 +331,27 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			wantMessage: `spec.version: Invalid value: "1.18.1": spec.version in body should match`,
 		},
 		{
-			name:        "extra arg written with leading dashes",
-			sample:      binarySample,
-			mutate:      func(o map[string]any) { set(o, []any{map[string]any{"name": "--v", "value": "4"}}, "spec", "apiServer", "extraArgs") },
+			name:   "extra arg written with leading dashes",
+			sample: binarySample,
+			mutate: func(o map[string]any) {
+				set(o, []any{map[string]any{"name": "--v", "value": "4"}}, "spec", "apiServer", "extraArgs")
+			},
 			wantMessage: `spec.apiServer.extraArgs[0].name: Invalid value: "--v"`,
 		},
 		{
-			name:        "artifacts from both a path and a URL",
-			sample:      binarySample,
-			mutate:      func(o map[string]any) { set(o, map[string]any{"localPath": "/srv/kao", "url": "http://10.0.0.2/kao"}, "spec", "artifacts") },
+			name:   "artifacts from both a path and a URL",
+			sample: binarySample,
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"localPath": "/srv/kao", "url": "http://10.0.0.2/kao"}, "spec", "artifacts")
+			},
 			wantMessage: "set at most one of spec.artifacts.localPath and spec.artifacts.url",
 		},
 		{
-			name:        "SSH key reference without a key",
-			sample:      binarySample,
-			mutate:      func(o map[string]any) { delete(spec(o)["ssh"].(map[string]any)["privateKeySecretRef"].(map[string]any), "key") },
+			name:   "SSH key reference without a key",
+			sample: binarySample,
+			mutate: func(o map[string]any) {
+				delete(spec(o)["ssh"].(map[string]any)["privateKeySecretRef"].(map[string]any), "key")
+			},
 			wantMessage: "spec.ssh.privateKeySecretRef.key: Required value",
 		},
 		{
