@@ -80,7 +80,7 @@ const (
 )
 
 // InventoryGroup names a group of kao's generated Ansible inventory.
-// +kubebuilder:validation:Enum=all;etcd;karmada_apiserver;karmada_control_plane;members;members_join;members_unjoin
+// +kubebuilder:validation:Enum=all;etcd;karmada_apiserver;karmada_control_plane;host_cluster;members;members_join;members_unjoin
 type InventoryGroup string
 
 // UserRoleStage is when a user role runs relative to kao's own install.
@@ -1019,6 +1019,10 @@ type MemberStatus struct {
 	// syncMode is the mode the member was joined with.
 	// +optional
 	SyncMode SyncMode `json:"syncMode,omitempty"`
+	// kubeconfigSecretRef is the member kubeconfig the member was joined with;
+	// kao keeps it so it can clean up the member after it leaves spec.members.
+	// +optional
+	KubeconfigSecretRef *SecretKeyReference `json:"kubeconfigSecretRef,omitempty"`
 	// joined is true once the Cluster object exists in Karmada.
 	// +optional
 	Joined bool `json:"joined"`
