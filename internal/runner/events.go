@@ -1,0 +1,315 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Event names written by the ansible.posix.jsonl stdout callback.
+const (
+	eventPlayStart        = "v2_playbook_on_play_start"
+	eventTaskStart        = "v2_playbook_on_task_start"
+	eventHandlerTaskStart = "v2_playbook_on_handler_task_start"
+	eventRunnerStart      = "v2_runner_on_start"
+	eventOK               = "v2_runner_on_ok"
+	eventFailed           = "v2_runner_on_failed"
+	eventSkipped          = "v2_runner_on_skipped"
+	eventUnreachable      = "v2_runner_on_unreachable"
+	eventStats            = "v2_playbook_on_stats"
+)
+
+// jsonlEvent is one line of the ansible.posix.jsonl callback. Host results
+// stay raw: only the fields kao reads are decoded, and nothing else of a
+// result (which may hold secrets a role forgot to mark no_log) is kept.
+type jsonlEvent struct {
+	Event     string                     `json:"_event"`
+	Timestamp string                     `json:"_timestamp"`
+	Play      *jsonlName                 `json:"play"`
+	Task      *jsonlName                 `json:"task"`
+	Hosts     map[string]json.RawMessage `json:"hosts"`
+	Stats     map[string]HostStats       `json:"stats"`
+}
+
+type jsonlName struct {
+	Name string `json:"name"`
+}
+
+// hostResult holds the fields of a task result that explain a failure.
+type hostResult struct {
+	Msg          json.RawMessage `json:"msg"`
+	Stderr       string          `json:"stderr"`
+	ModuleStderr string          `json:"module_stderr"`
+	RC           *int            `json:"rc"`
+	Changed      bool            `json:"changed"`
+	NoLog        bool            `json:"_ansible_no_log"`
+	Results      []hostResult    `json:"results"`
+	Failed       bool            `json:"failed"`
+}
+
+// HostStats are Ansible's final counts for one host.
+type HostStats struct {
+	OK          int `json:"ok"`
+	Changed     int `json:"changed"`
+	Failures    int `json:"failures"`
+	Unreachable int `json:"unreachable"`
+	Skipped     int `json:"skipped"`
+	Rescued     int `json:"rescued"`
+	Ignored     int `json:"ignored"`
+}
+
+// FailedTask is one task that failed, or found its host unreachable.
+type FailedTask struct {
+	Host        string
+	Task        string
+	Unreachable bool
+	Message     string
+}
+
+// Progress is how far a run has come.
+type Progress struct {
+	Play       string
+	Task       string
+	Host       string
+	TasksDone  int
+	TasksTotal int
+}
+
+// Percent is TasksDone out of TasksTotal, held at 99 until the run ends: the
+// total is an estimate made before the run (dynamic includes, handlers and
+// failed hosts move the real count).
+func (p Progress) Percent() int {
+	if p.TasksTotal <= 0 {
+		return 0
+	}
+	pct := p.TasksDone * 100 / p.TasksTotal
+	if pct > 99 {
+		pct = 99
+	}
+	return pct
+}
+
+// tracker consumes the event stream of one run: it counts results, remembers
+// failures and the final stats, renders the human log, and reports progress.
+type tracker struct {
+	mu       sync.Mutex
+	progress Progress
+	stats    map[string]HostStats
+	failed   []FailedTask
+	sawStats bool
+	raw      []string // non-JSON lines on stdout, such as go-ansible's own notes
+
+	redact   *Redactor
+	log      *logBuffer
+	onChange func(Progress)
+}
+
+func newTracker(total int, redact *Redactor, log *logBuffer, onChange func(Progress)) *tracker {
+	return &tracker{progress: Progress{TasksTotal: total}, redact: redact, log: log, onChange: onChange}
+}
+
+// Write implements io.Writer. go-ansible's default result printer calls it
+// once per stdout line, with no limit on the line's length.
+func (t *tracker) Write(p []byte) (int, error) {
+	for _, line := range bytes.Split(bytes.TrimRight(p, "\n"), []byte("\n")) {
+		t.handleLine(line)
+	}
+	return len(p), nil
+}
+
+func (t *tracker) handleLine(line []byte) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	ev := jsonlEvent{}
+	if line[0] != '{' || json.Unmarshal(line, &ev) != nil || ev.Event == "" {
+		text := t.redact.Clean(string(line), 300)
+		t.mu.Lock()
+		if len(t.raw) < 20 {
+			t.raw = append(t.raw, text)
+		}
+		t.mu.Unlock()
+		t.log.Line(time.Now(), "output", "", "", text)
+		return
+	}
+	t.handleEvent(&ev)
+}
+
+func (t *tracker) handleEvent(ev *jsonlEvent) {
+	ts := parseTimestamp(ev.Timestamp)
+	t.mu.Lock()
+	var notify *Progress
+	switch ev.Event {
+	case eventPlayStart:
+		if ev.Play != nil {
+			t.progress.Play = ev.Play.Name
+			t.log.Line(ts, "play", "", ev.Play.Name, "")
+		}
+	case eventTaskStart, eventHandlerTaskStart, eventRunnerStart:
+		if ev.Task != nil {
+			t.progress.Task = ev.Task.Name
+		}
+	case eventOK, eventFailed, eventSkipped, eventUnreachable:
+		task := ""
+		if ev.Task != nil {
+			task = ev.Task.Name
+			t.progress.Task = task
+		}
+		for _, host := range sortedKeys(ev.Hosts) {
+			t.progress.TasksDone++
+			t.progress.Host = host
+			t.recordResult(ts, ev.Event, host, task, ev.Hosts[host])
+		}
+		p := t.progress
+		notify = &p
+	case eventStats:
+		t.stats = ev.Stats
+		t.sawStats = true
+	}
+	t.mu.Unlock()
+	if notify != nil && t.onChange != nil {
+		t.onChange(*notify)
+	}
+}
+
+// recordResult logs one host result and remembers failures. Called with mu held.
+func (t *tracker) recordResult(ts time.Time, event, host, task string, raw json.RawMessage) {
+	res := hostResult{}
+	_ = json.Unmarshal(raw, &res)
+	switch event {
+	case eventOK:
+		status := "ok"
+		if res.Changed {
+			status = "changed"
+		}
+		t.log.Line(ts, status, host, task, "")
+	case eventSkipped:
+		t.log.Line(ts, "skipped", host, task, "")
+	case eventFailed, eventUnreachable:
+		msg := t.redact.Clean(failureMessage(&res), maxMessage)
+		unreachable := event == eventUnreachable
+		status := "failed"
+		if unreachable {
+			status = "unreachable"
+		}
+		t.log.Line(ts, status, host, task, msg)
+		t.failed = append(t.failed, FailedTask{Host: host, Task: t.redact.Clean(task, 256), Unreachable: unreachable, Message: msg})
+	}
+}
+
+// maxMessage bounds a failure message kept for status.
+const maxMessage = 400
+
+// failureMessage explains a failed result in one line: the module's msg, the
+// failed loop item's msg, stderr, or the return code.
+func failureMessage(res *hostResult) string {
+	if res.NoLog {
+		return "the output was hidden because the task has no_log set"
+	}
+	msg := rawString(res.Msg)
+	if strings.Contains(msg, "One or more items failed") || msg == "" {
+		for i := range res.Results {
+			if res.Results[i].Failed {
+				if inner := failureMessage(&res.Results[i]); inner != "" {
+					return inner
+				}
+			}
+		}
+	}
+	parts := []string{}
+	if msg != "" && msg != "non-zero return code" {
+		parts = append(parts, msg)
+	}
+	if res.RC != nil && *res.RC != 0 {
+		parts = append(parts, fmt.Sprintf("rc=%d", *res.RC))
+	}
+	for _, s := range []string{res.Stderr, res.ModuleStderr} {
+		if s = strings.TrimSpace(s); s != "" {
+			parts = append(parts, lastLines(s, 3))
+			break
+		}
+	}
+	return strings.Join(parts, ": ")
+}
+
+// rawString renders a JSON value as text: strings unquoted, anything else compact.
+func rawString(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	s := ""
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func parseTimestamp(s string) time.Time {
+	if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return ts
+	}
+	return time.Now().UTC()
+}
+
+// outcome is what the tracker saw, read once the run has ended.
+type outcome struct {
+	progress Progress
+	stats    map[string]HostStats
+	failed   []FailedTask
+	sawStats bool
+	raw      []string
+}
+
+func (t *tracker) snapshot() outcome {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return outcome{progress: t.progress, stats: t.stats, failed: append([]FailedTask(nil), t.failed...), sawStats: t.sawStats, raw: t.raw}
+}
+
+// realFailures keeps the failures the final stats confirm. The jsonl callback
+// reports failures that ignore_errors or a rescue block handled exactly like
+// real ones; the stats count only the real ones, which are a host's last.
+func realFailures(failed []FailedTask, stats map[string]HostStats) []FailedTask {
+	if stats == nil {
+		return failed
+	}
+	keep := map[string]int{}
+	for host, s := range stats {
+		keep[host] = s.Failures + s.Unreachable
+	}
+	out := []FailedTask{}
+	for i := len(failed) - 1; i >= 0; i-- {
+		f := failed[i]
+		if keep[f.Host] > 0 {
+			keep[f.Host]--
+			out = append(out, f)
+		}
+	}
+	// Back to the order they happened in.
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
