@@ -52,7 +52,8 @@ func main() {
 func run() int {
 	fs := flag.NewFlagSet("testhosts", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
+		// Nothing useful to do if the usage text cannot be written.
+		_, _ = fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
 	cfg := hosts.Config{}
@@ -186,7 +187,8 @@ func printStatus(c *hosts.Cluster) error {
 	fmt.Printf("instance:    %s\nsubnet:      %s (machine is %s)\nstate dir:   %s\nprivate key: %s\nknown_hosts: %s\nhosts file:  %s\ninventory:   %s\nssh config:  %s\n\n",
 		c.Name(), c.Subnet(), c.Gateway(), c.StateDir(), c.PrivateKeyPath(), c.KnownHostsPath(), c.HostsFilePath(), c.InventoryPath(), c.SSHConfigPath())
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "HOST\tADDRESS\tPOWER\tNETWORK\tPID")
+	// tabwriter buffers: a failing stdout shows up in the error of Flush.
+	_, _ = fmt.Fprintln(w, "HOST\tADDRESS\tPOWER\tNETWORK\tPID")
 	for _, h := range st {
 		power, network, pid := "off", "connected", "-"
 		if h.PoweredOn {
@@ -195,7 +197,7 @@ func printStatus(c *hosts.Cluster) error {
 		if h.Cut {
 			network = "cut"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", h.Name, h.Address, power, network, pid)
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", h.Name, h.Address, power, network, pid)
 	}
 	return w.Flush()
 }
@@ -241,16 +243,17 @@ func list(cfg hosts.Config) error {
 		return err
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "INSTANCE\tSUBNET\tHOSTS\tPOWERED ON")
+	// tabwriter buffers: a failing stdout shows up in the error of Flush.
+	_, _ = fmt.Fprintln(w, "INSTANCE\tSUBNET\tHOSTS\tPOWERED ON")
 	for _, name := range names {
 		c, err := hosts.Open(hosts.Config{Name: name, StateRoot: cfg.StateRoot})
 		if err != nil {
-			fmt.Fprintf(w, "%s\t(%v)\t\t\n", name, err)
+			_, _ = fmt.Fprintf(w, "%s\t(%v)\t\t\n", name, err)
 			continue
 		}
 		st, err := c.Status()
 		if err != nil {
-			fmt.Fprintf(w, "%s\t(%v)\t\t\n", name, err)
+			_, _ = fmt.Fprintf(w, "%s\t(%v)\t\t\n", name, err)
 			continue
 		}
 		on := 0
@@ -259,7 +262,7 @@ func list(cfg hosts.Config) error {
 				on++
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", name, c.Subnet(), len(st), on)
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", name, c.Subnet(), len(st), on)
 	}
 	return w.Flush()
 }

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -91,15 +93,15 @@ func EnsureBase(ctx context.Context, cfg Config) (path string, built bool, err e
 	if isDir(final) { // built by someone else while we waited
 		return final, false, nil
 	}
-	if err := buildBase(ctx, cfg, final); err != nil {
+	if err := buildBase(ctx, cfg, final, lock); err != nil {
 		return "", false, err
 	}
 	return final, true, nil
 }
 
 // buildBase runs debootstrap into a temporary directory next to final,
-// customizes the result and renames it to final. The caller holds the lock.
-func buildBase(ctx context.Context, cfg Config, final string) error {
+// customizes the result and renames it to final. The caller holds lock.
+func buildBase(ctx context.Context, cfg Config, final string, lock *fileLock) error {
 	stale, err := filepath.Glob(final + ".tmp-*")
 	if err != nil {
 		return fmt.Errorf("listing stale base builds: %w", err)
@@ -120,7 +122,7 @@ func buildBase(ctx context.Context, cfg Config, final string) error {
 	logPath := final + ".log"
 	cfg.Logf("building Debian %s base root in %s from %s (about 2 minutes; log %s)", baseSuite, final, mirror, logPath)
 	start := time.Now()
-	if err := debootstrap(ctx, tmp, mirror, logPath); err != nil {
+	if err := debootstrap(ctx, tmp, mirror, logPath, lock); err != nil {
 		if rmErr := removeTree(tmp); rmErr != nil {
 			err = errors.Join(err, rmErr)
 		}
@@ -137,12 +139,19 @@ func buildBase(ctx context.Context, cfg Config, final string) error {
 }
 
 // debootstrap runs debootstrap with its output going to logPath.
-func debootstrap(ctx context.Context, target, mirror, logPath string) error {
+//
+// debootstrap and everything it starts inherit the build lock, so the lock
+// stays held while any of them may still write to target, even if the caller
+// dies. debootstrap runs in its own process group, killed as a whole when ctx
+// is done, and gets SIGKILL if the caller dies.
+func debootstrap(ctx context.Context, target, mirror, logPath string, lock *fileLock) error {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return fmt.Errorf("creating debootstrap log: %w", err)
 	}
-	defer logFile.Close()
+	// debootstrap writes the log through its own descriptors; ours holds no
+	// buffered data, so a failing Close loses nothing.
+	defer func() { _ = logFile.Close() }()
 	args := []string{
 		"--variant=" + baseVariant,
 		"--include=" + strings.Join(basePackages, ","),
@@ -153,6 +162,14 @@ func debootstrap(ctx context.Context, target, mirror, logPath string) error {
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{lock.f}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	// Pdeathsig fires when the forking thread exits: keep this goroutine on
+	// its thread until debootstrap is done.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("debootstrap %s: %w; last lines of %s:\n%s", strings.Join(args, " "), err, logPath, tailFile(logPath, 15))
 	}

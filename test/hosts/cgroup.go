@@ -29,7 +29,7 @@ func cgroupRoots() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading mount table: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	var roots []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)

@@ -1,7 +1,6 @@
 package hosts
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -40,19 +39,6 @@ type HostStatus struct {
 	PID int `json:"pid,omitempty"`
 }
 
-// Resources lists what an instance created on the machine, for checking that
-// nothing is left after Down.
-type Resources struct {
-	// StateDir is the instance's state directory.
-	StateDir string
-	// Netns are the names of the network namespaces (below /run/netns).
-	Netns []string
-	// Links are the root-namespace interfaces: the bridge and the veths.
-	Links []string
-	// Cgroups are the per-host cgroup directories.
-	Cgroups []string
-}
-
 // Cluster is one running harness instance: a set of hosts on the instance's
 // own bridge and subnet. Its methods are safe for concurrent use, and across
 // processes: each change holds the instance's lock and re-reads its state.
@@ -66,17 +52,20 @@ type Cluster struct {
 	bootDuration time.Duration
 }
 
-// Unsupported returns why test hosts cannot run on this machine, or "" if
-// they can: they need Linux, root, and the tools the harness shells out to.
+// Unsupported returns why test hosts cannot run on this machine and what to do
+// about it, or "" if they can: they need Linux, root, and the tools the
+// harness shells out to.
 func Unsupported() string {
 	if runtime.GOOS != "linux" {
-		return "test hosts need Linux (systemd-nspawn)"
+		return "test hosts need Linux (they are systemd-nspawn containers), not " + runtime.GOOS + ": run on a Linux machine or VM"
 	}
 	if os.Geteuid() != 0 {
-		return "test hosts need root (network namespaces, systemd-nspawn)"
+		return fmt.Sprintf("test hosts need root (they create network namespaces, links and cgroups and run systemd-nspawn), "+
+			"but this process runs as uid %d: run it as root, e.g. with sudo", os.Geteuid())
 	}
 	if missing := MissingTools(); len(missing) > 0 {
-		return "test hosts need " + strings.Join(missing, ", ") + " (Debian: apt-get install systemd-container debootstrap iproute2 openssh-client)"
+		return fmt.Sprintf("test hosts need %s, not found in $PATH or %s: install them (Debian/Ubuntu: apt-get install %s)",
+			strings.Join(missing, ", "), strings.Join(sbinDirs, ", "), strings.Join(packagesFor(missing), " "))
 	}
 	return ""
 }
@@ -458,7 +447,7 @@ func (c *Cluster) Run(ctx context.Context, host, script string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	out, _, err := runSSH(ctx, c.PrivateKeyPath(), c.KnownHostsPath(), h, script)
+	out, err := runSSH(ctx, c.PrivateKeyPath(), c.KnownHostsPath(), h, script)
 	return out, err
 }
 
@@ -525,7 +514,7 @@ func (c *Cluster) PrivateKeyPath() string { return filepath.Join(c.dir, keyFile)
 // real host keys.
 func (c *Cluster) KnownHostsPath() string { return filepath.Join(c.dir, knownHosts) }
 
-// HostsFilePath returns the path of hosts.json (see HostsFile).
+// HostsFilePath returns the path of hosts.json (see File).
 func (c *Cluster) HostsFilePath() string { return filepath.Join(c.dir, hostsFile) }
 
 // InventoryPath returns the path of the Ansible inventory for the hosts.
@@ -590,124 +579,6 @@ func hostsOf(st *instanceState) []Host {
 	out := make([]Host, 0, len(st.Hosts))
 	for _, h := range st.Hosts {
 		out = append(out, hostOf(h))
-	}
-	return out
-}
-
-func resourcesOf(st *instanceState, dir string) Resources {
-	r := Resources{StateDir: dir}
-	if st.Bridge != "" {
-		r.Links = append(r.Links, st.Bridge)
-	}
-	for _, h := range st.Hosts {
-		if h.Netns != "" {
-			r.Netns = append(r.Netns, h.Netns)
-		}
-		if h.Veth != "" {
-			r.Links = append(r.Links, h.Veth)
-		}
-		r.Cgroups = append(r.Cgroups, h.Cgroups...)
-	}
-	return r
-}
-
-// Leftovers reports which of the resources still exist: network namespaces,
-// links, cgroups, processes that run in them or name the state directory on
-// their command line, and mounts (in any mount namespace) of the network
-// namespaces or of anything in the state directory, such as a host's overlay.
-func (r Resources) Leftovers() []string {
-	var left []string
-	for _, ns := range r.Netns {
-		if netnsExists(ns) {
-			left = append(left, "network namespace "+ns)
-		}
-	}
-	for _, l := range r.Links {
-		if linkExists(l) {
-			left = append(left, "link "+l)
-		}
-	}
-	for _, cg := range r.Cgroups {
-		if _, err := os.Stat(cg); err == nil {
-			left = append(left, "cgroup "+cg)
-		}
-	}
-	if pids, err := pidsInCgroups(r.Cgroups); err == nil {
-		for _, pid := range pids {
-			left = append(left, fmt.Sprintf("process %d in a host cgroup", pid))
-		}
-	}
-	if r.StateDir != "" {
-		left = append(left, processesNaming(resolve(r.StateDir))...)
-	}
-	left = append(left, mountsOf(r)...)
-	return left
-}
-
-// processesNaming returns the live processes (other than the caller) whose
-// command line mentions dir: systemd-nspawn names its overlay directories.
-func processesNaming(dir string) []string {
-	pids, err := allPIDs()
-	if err != nil {
-		return []string{err.Error()}
-	}
-	var out []string
-	for _, pid := range pids {
-		if pid == os.Getpid() {
-			continue
-		}
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.Contains(string(data), dir) {
-			continue
-		}
-		if st, err := readProcStat(pid); err != nil || st.state == "Z" {
-			continue
-		}
-		out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(strings.TrimRight(string(data), "\x00"), "\x00", " ")))
-	}
-	return out
-}
-
-// mountsOf scans the mount tables of every process for mounts of r's network
-// namespaces or of paths in r's state directory (including overlay mounts that
-// name it in their options).
-func mountsOf(r Resources) []string {
-	pids, err := allPIDs()
-	if err != nil {
-		return []string{err.Error()}
-	}
-	want := map[string]bool{}
-	for _, ns := range r.Netns {
-		want[netnsPath(ns)] = true
-	}
-	dir := ""
-	if r.StateDir != "" {
-		dir = resolve(r.StateDir)
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, pid := range pids {
-		f, err := os.Open(fmt.Sprintf("/proc/%d/mountinfo", pid))
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			line := sc.Text()
-			fields := strings.Fields(line)
-			if len(fields) < 5 {
-				continue
-			}
-			mp := unescapeMountinfo(fields[4])
-			hit := want[mp] || (dir != "" && strings.Contains(line, dir))
-			// Mount ids repeat across namespaces; key on the whole line.
-			if hit && !seen[line] {
-				seen[line] = true
-				out = append(out, fmt.Sprintf("mount %s (seen by process %d)", mp, pid))
-			}
-		}
-		f.Close()
 	}
 	return out
 }

@@ -22,4 +22,6 @@
 //
 // The same implementation backs the hack/testhosts CLI and the Start helper for
 // Go tests. It needs root, systemd-nspawn, debootstrap, iproute2 and OpenSSH.
+// Start skips its test in -short mode; otherwise a machine that lacks any of
+// these fails the test with what to install or do, never skips it.
 package hosts

@@ -13,6 +13,15 @@ import (
 // requiredTools are the programs the harness shells out to.
 var requiredTools = []string{"systemd-nspawn", "debootstrap", "ip", "ssh", "ssh-keygen"}
 
+// toolPackages names the Debian/Ubuntu package of each required tool.
+var toolPackages = map[string]string{
+	"systemd-nspawn": "systemd-container",
+	"debootstrap":    "debootstrap",
+	"ip":             "iproute2",
+	"ssh":            "openssh-client",
+	"ssh-keygen":     "openssh-client",
+}
+
 // sbinDirs are searched after $PATH: non-login root shells and CI runners often
 // lack them.
 var sbinDirs = []string{"/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"}
@@ -40,6 +49,23 @@ func MissingTools() []string {
 		}
 	}
 	return missing
+}
+
+// packagesFor returns the Debian/Ubuntu packages that provide tools, each once.
+func packagesFor(tools []string) []string {
+	var pkgs []string
+	seen := map[string]bool{}
+	for _, t := range tools {
+		p := toolPackages[t]
+		if p == "" {
+			p = t
+		}
+		if !seen[p] {
+			seen[p] = true
+			pkgs = append(pkgs, p)
+		}
+	}
+	return pkgs
 }
 
 // toolEnv is the environment for child processes: the caller's, with the

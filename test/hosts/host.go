@@ -27,6 +27,9 @@ const cgroupWrapper = `while [ "$1" != "--" ]; do echo $$ > "$1" || exit 1; shif
 // before its first boot: hostname, /etc/hosts, machine-id, SSH host keys and
 // root's authorized_keys.
 func prepareUpper(ctx context.Context, base, upper string, h hostState, all []hostState, authorizedKey string) error {
+	if err := os.MkdirAll(upper, 0o755); err != nil {
+		return fmt.Errorf("creating upper dir: %w", err)
+	}
 	for _, rel := range []string{"etc/ssh", "root"} {
 		if err := mkdirLike(base, upper, rel); err != nil {
 			return err
@@ -175,8 +178,12 @@ func powerOn(st *instanceState, dir string, h *hostState, save func() error) err
 	if err != nil {
 		return fmt.Errorf("opening console log: %w", err)
 	}
-	defer logFile.Close()
-	fmt.Fprintf(logFile, "\n==== kao test hosts: power on %s at %s ====\n", h.Name, time.Now().UTC().Format(time.RFC3339))
+	// nspawn gets its own descriptor of the log; ours holds no buffered data,
+	// so a failing Close loses nothing.
+	defer func() { _ = logFile.Close() }()
+	if _, err := fmt.Fprintf(logFile, "\n==== kao test hosts: power on %s at %s ====\n", h.Name, time.Now().UTC().Format(time.RFC3339)); err != nil {
+		return fmt.Errorf("writing console log of %s: %w", h.Name, err)
+	}
 
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Env = nspawnEnv()
@@ -249,5 +256,6 @@ func (h *hostState) poweredOn() bool {
 	return h.Nspawn != nil && h.Nspawn.alive()
 }
 
-// errBootFailed marks boot failures that retrying will not fix.
-var errBootFailed = errors.New("boot failed")
+// ErrBootFailed marks a boot that ended badly (degraded, or the host powered
+// off); waiting longer would not help.
+var ErrBootFailed = errors.New("boot failed")

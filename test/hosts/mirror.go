@@ -145,7 +145,7 @@ func pickMirror(srcs []aptSource, suite string) (string, error) {
 	var candidates []aptSource
 	for _, s := range srcs {
 		u := strings.ToLower(s.uri)
-		if !(strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "file:/")) {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "file:/") {
 			continue
 		}
 		if strings.Contains(u, "security") || allSecuritySuites(s.suites) {

@@ -119,7 +119,7 @@ func statNS(path string) (nsID, error) {
 	if err := syscall.Stat(path, &st); err != nil {
 		return nsID{}, err
 	}
-	return nsID{dev: uint64(st.Dev), ino: st.Ino}, nil
+	return nsID{dev: uint64(st.Dev), ino: st.Ino}, nil //nolint:unconvert // needed on linux/mips and linux/mipsle (Stat_t.Dev is uint32 there)
 }
 
 // pidsInNetns returns the processes whose network namespace is the one bound

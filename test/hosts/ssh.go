@@ -60,13 +60,13 @@ func sshOptions(keyPath, knownHostsPath string) []string {
 	}
 }
 
-// runSSH runs a command on a host and returns its standard output and
-// standard error.
-func runSSH(ctx context.Context, keyPath, knownHostsPath string, h Host, script string) (string, string, error) {
+// runSSH runs a command on a host and returns its standard output. On failure
+// the error carries the standard error.
+func runSSH(ctx context.Context, keyPath, knownHostsPath string, h Host, script string) (string, error) {
 	args := append(sshOptions(keyPath, knownHostsPath), "-p", strconv.Itoa(h.Port), h.User+"@"+h.Address, "--", script)
 	cmd, err := command(ctx, "ssh", args...)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
@@ -75,7 +75,7 @@ func runSSH(ctx context.Context, keyPath, knownHostsPath string, h Host, script 
 	if err != nil {
 		err = fmt.Errorf("ssh %s@%s %q: %w: %s", h.User, h.Address, script, err, strings.TrimSpace(stderr.String()))
 	}
-	return stdout.String(), stderr.String(), err
+	return stdout.String(), err
 }
 
 // waitBooted waits until the host answers SSH (with its host key verified)
@@ -87,22 +87,26 @@ func waitBooted(ctx context.Context, keyPath, knownHostsPath string, h Host, ali
 	var lastErr error
 	for {
 		if !alive() {
-			return fmt.Errorf("%w: %s powered off while booting; console:\n%s", errBootFailed, h.Name, tailFile(console, 20))
+			return fmt.Errorf("%w: %s powered off while booting; console:\n%s", ErrBootFailed, h.Name, tailFile(console, 20))
 		}
-		out, _, err := runSSH(ctx, keyPath, knownHostsPath, h, "systemctl is-system-running --wait")
+		out, err := runSSH(ctx, keyPath, knownHostsPath, h, "systemctl is-system-running --wait")
 		switch state := strings.TrimSpace(out); state {
 		case "running":
 			return nil
 		case "degraded", "maintenance", "stopping":
-			failed, _, _ := runSSH(ctx, keyPath, knownHostsPath, h, "systemctl --failed --no-legend --plain --full")
-			return fmt.Errorf("%w: %s booted %s; failed units:\n%s", errBootFailed, h.Name, state, strings.TrimSpace(failed))
+			// Best effort: the boot failed either way; the list only helps.
+			failed, _ := runSSH(ctx, keyPath, knownHostsPath, h, "systemctl --failed --no-legend --plain --full")
+			return fmt.Errorf("%w: %s booted %s; failed units:\n%s", ErrBootFailed, h.Name, state, strings.TrimSpace(failed))
 		}
 		if err != nil {
 			lastErr = err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not finish booting within %s (last error: %v); console:\n%s", h.Name, timeout, lastErr, tailFile(console, 20))
+			if lastErr == nil {
+				lastErr = ctx.Err()
+			}
+			return fmt.Errorf("%s did not finish booting within %s (last error: %w); console:\n%s", h.Name, timeout, lastErr, tailFile(console, 20))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -130,9 +134,9 @@ func waitPort(ctx context.Context, addr string, timeout time.Duration) error {
 	}
 }
 
-// HostsFile is the content of hosts.json in an instance's state directory:
+// File is the content of hosts.json in an instance's state directory:
 // everything a program needs to reach the hosts.
-type HostsFile struct {
+type File struct {
 	Instance   string `json:"instance"`
 	Subnet     string `json:"subnet"`
 	Gateway    string `json:"gateway"`
@@ -159,7 +163,7 @@ func writeAccessFiles(dir string, st *instanceState, hosts []Host) error {
 	if err := writeFile(filepath.Join(dir, knownHosts), kh.String(), 0o644); err != nil {
 		return err
 	}
-	hf := HostsFile{
+	hf := File{
 		Instance:   st.Name,
 		Subnet:     st.Subnet,
 		Gateway:    st.Gateway,
@@ -183,7 +187,7 @@ func writeAccessFiles(dir string, st *instanceState, hosts []Host) error {
 }
 
 // inventory renders an Ansible INI inventory for the hosts.
-func inventory(hf HostsFile) string {
+func inventory(hf File) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# kao test hosts, instance %s. Written by test/hosts; do not edit.\n[testhosts]\n", hf.Instance)
 	for _, h := range hf.Hosts {
@@ -196,7 +200,7 @@ func inventory(hf HostsFile) string {
 }
 
 // sshConfig renders an ssh_config so that `ssh -F FILE node1` works.
-func sshConfig(hf HostsFile) string {
+func sshConfig(hf File) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# kao test hosts, instance %s. Use: ssh -F %s HOST\n", hf.Instance, hf.SSHConfig)
 	for _, h := range hf.Hosts {

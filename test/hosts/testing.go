@@ -35,9 +35,11 @@ func WithHostPrefix(prefix string) Option { return func(c *Config) { c.HostPrefi
 func WithBootTimeout(d time.Duration) Option { return func(c *Config) { c.BootTimeout = d } }
 
 // Start brings up n test hosts for a test and tears them down in t.Cleanup,
-// also when the test fails. It skips the test when the machine cannot run
-// test hosts (not Linux, not root, tools missing) and in -short mode. The
-// first run on a machine builds the base root (about 2 minutes).
+// also when the test fails. It skips the test in -short mode. Otherwise, if
+// the machine cannot run test hosts (not Linux, not root, tools missing), it
+// fails the test with what to install or do: a test that skipped would pass
+// on a machine that never ran it. The first run on a machine builds the base
+// root (about 2 minutes).
 //
 // The instance name is derived from the test's package directory and name, so
 // a re-run replaces what a crashed earlier run left behind; the instance is
@@ -45,12 +47,7 @@ func WithBootTimeout(d time.Duration) Option { return func(c *Config) { c.BootTi
 // Up anywhere on the machine reclaims it.
 func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("test hosts: skipped in -short mode (boots systemd containers)")
-	}
-	if reason := Unsupported(); reason != "" {
-		t.Skipf("test hosts: %s", reason)
-	}
+	requireHosts(t)
 	self, err := identify(os.Getpid())
 	if err != nil {
 		t.Fatalf("test hosts: %v", err)
@@ -86,6 +83,23 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 		t.Fatalf("test hosts: up %d: %v", n, err)
 	}
 	return c
+}
+
+// requireHosts skips t in -short mode and fails it if this machine cannot run
+// test hosts, saying what to install or do. It never skips otherwise: CI runs
+// as root with the tools installed (.ci/run), and a skipped test would pass
+// there even if it could not run.
+func requireHosts(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("test hosts: skipped in -short mode (boots systemd-nspawn containers)")
+	}
+	if reason := Unsupported(); reason != "" {
+		t.Fatalf("%s.\n"+
+			"This test boots test hosts and runs in CI (.ci/run, as root with systemd-container, debootstrap, iproute2 and openssh-client). "+
+			"To run it: sudo apt-get install systemd-container debootstrap iproute2 openssh-client, then sudo \"$(command -v go)\" test ./... "+
+			"To skip it: go test -short.", reason)
+	}
 }
 
 var (
