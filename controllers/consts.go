@@ -1,4 +1,43 @@
 package controllers
 
+import "time"
+
 // FinalizerName guards deletion of objects kao must clean up after.
 const FinalizerName = "kao.io/finalizer"
+
+const (
+	// progressInterval is the least time between two status.progress patches of
+	// one run: often enough to watch live, rare enough to spare the API server.
+	progressInterval = 2 * time.Second
+
+	// retryBase is the wait after the first failed run of a generation; it
+	// doubles with every further failure.
+	retryBase = 15 * time.Second
+
+	// retryCap bounds the wait between failed runs, so a fixed cause (a host
+	// back online, a Secret created) is picked up within minutes.
+	retryCap = 10 * time.Minute
+
+	// defaultRunTimeout stops a run that hangs (a host that accepts TCP but
+	// never answers SSH, a stuck package manager) so the next one can start.
+	defaultRunTimeout = 60 * time.Minute
+
+	// defaultLogRetention is how many runs' logs (ConfigMaps and run
+	// directories) kao keeps per deployment.
+	defaultLogRetention = 5
+
+	// maxLogConfigMapBytes keeps a run's compressed log under the 1 MiB
+	// ConfigMap limit with room for metadata.
+	maxLogConfigMapBytes = 900 << 10
+)
+
+// Labels and keys of the objects kao creates.
+const (
+	// DeploymentUIDLabel marks objects that belong to one KarmadaDeployment.
+	// It holds the UID: names can be longer than a label value may be.
+	DeploymentUIDLabel = "kao.io/deployment-uid"
+	// RunIDLabel marks a run's log ConfigMap.
+	RunIDLabel = "kao.io/run-id"
+	// LogKey is the binaryData key of a run's gzip-compressed log tail.
+	LogKey = "ansible.log.gz"
+)

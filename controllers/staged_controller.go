@@ -75,20 +75,3 @@ func SetupEtcdRestoreController(mgr ctrl.Manager, maxWorkers int) error {
 	}
 	return r.setup(mgr)
 }
-
-// +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments/status;karmadadeployments/finalizers,verbs=get;update;patch
-
-// SetupKarmadaDeploymentController registers the KarmadaDeployment reconciler.
-func SetupKarmadaDeploymentController(mgr ctrl.Manager, maxWorkers int) error {
-	r := &stagedReconciler[*kaov1.KarmadaDeployment]{
-		client:     mgr.GetClient(),
-		newObject:  func() *kaov1.KarmadaDeployment { return &kaov1.KarmadaDeployment{} },
-		conditions: func(o *kaov1.KarmadaDeployment) *[]metav1.Condition { return &o.Status.Conditions },
-		types: []string{kaov1.ReadyCondition, kaov1.ControlPlaneReadyCondition, kaov1.EtcdHealthyCondition,
-			kaov1.MembersReadyCondition, kaov1.PlaybookSucceededCondition, kaov1.CertificatesValidCondition, kaov1.PausedCondition},
-		message:    "kao does not run playbooks for KarmadaDeployments yet",
-		maxWorkers: maxWorkers,
-	}
-	return r.setup(mgr)
-}

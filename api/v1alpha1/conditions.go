@@ -10,15 +10,15 @@ const (
 
 	// NotImplementedReason is used while a controller does not act on this kind yet.
 	NotImplementedReason = "NotImplemented"
-	// WaitingForRunReason: nothing has been installed yet, a run is pending or running.
+	// WaitingForRunReason means nothing has been installed yet, a run is pending or running.
 	WaitingForRunReason = "WaitingForRun"
-	// ProbeSucceededReason: every probe answered healthy.
+	// ProbeSucceededReason means every probe answered healthy.
 	ProbeSucceededReason = "ProbeSucceeded"
-	// ProbeFailedReason: at least one probe failed; the message names it.
+	// ProbeFailedReason means at least one probe failed; the message names it.
 	ProbeFailedReason = "ProbeFailed"
-	// InvalidSpecReason: the spec passed API validation but cannot be acted on; the message says why.
+	// InvalidSpecReason means the spec passed API validation but cannot be acted on; the message says why.
 	InvalidSpecReason = "InvalidSpec"
-	// DeletingReason: the object is being deleted.
+	// DeletingReason means the object is being deleted.
 	DeletingReason = "Deleting"
 )
 
@@ -26,9 +26,9 @@ const (
 const (
 	ControlPlaneReadyCondition = "ControlPlaneReady"
 
-	// ComponentsHealthyReason: every component passed its health check.
+	// ComponentsHealthyReason means every component passed its health check.
 	ComponentsHealthyReason = "ComponentsHealthy"
-	// ComponentsUnhealthyReason: at least one component failed its health check.
+	// ComponentsUnhealthyReason means at least one component failed its health check.
 	ComponentsUnhealthyReason = "ComponentsUnhealthy"
 )
 
@@ -36,11 +36,11 @@ const (
 const (
 	EtcdHealthyCondition = "EtcdHealthy"
 
-	// EtcdMembersHealthyReason: every member answered a health check.
+	// EtcdMembersHealthyReason means every member answered a health check.
 	EtcdMembersHealthyReason = "MembersHealthy"
-	// EtcdMembersUnhealthyReason: some members did not answer but quorum holds.
+	// EtcdMembersUnhealthyReason means some members did not answer but quorum holds.
 	EtcdMembersUnhealthyReason = "MembersUnhealthy"
-	// EtcdQuorumLostReason: too few members answered to keep quorum.
+	// EtcdQuorumLostReason means too few members answered to keep quorum.
 	EtcdQuorumLostReason = "QuorumLost"
 )
 
@@ -48,11 +48,11 @@ const (
 const (
 	MembersReadyCondition = "MembersReady"
 
-	// AllMembersReadyReason: every member is joined and Ready.
+	// AllMembersReadyReason means every member is joined and Ready.
 	AllMembersReadyReason = "AllMembersReady"
-	// MembersNotReadyReason: some members are not joined or not Ready; status.members says which.
+	// MembersNotReadyReason means some members are not joined or not Ready; status.members says which.
 	MembersNotReadyReason = "MembersNotReady"
-	// NoMembersReason: spec.members is empty.
+	// NoMembersReason means spec.members is empty.
 	NoMembersReason = "NoMembers"
 )
 
@@ -61,17 +61,17 @@ const (
 const (
 	PlaybookSucceededCondition = "PlaybookSucceeded"
 
-	// RunSucceededReason: the last run finished without failures.
+	// RunSucceededReason means the last run finished without failures.
 	RunSucceededReason = "RunSucceeded"
-	// RunFailedReason: the last run had failed tasks; status.lastRun says which.
+	// RunFailedReason means the last run had failed tasks; status.lastRun says which.
 	RunFailedReason = "RunFailed"
-	// HostUnreachableReason: the last run could not reach a host.
+	// HostUnreachableReason means the last run could not reach a host.
 	HostUnreachableReason = "HostUnreachable"
-	// RunningReason: a run is in progress.
+	// RunningReason means a run is in progress.
 	RunningReason = "Running"
-	// RunInterruptedReason: a run was cut off (operator restart, cancel) and will be repeated.
+	// RunInterruptedReason means a run was cut off (operator restart, cancel) and will be repeated.
 	RunInterruptedReason = "RunInterrupted"
-	// PrerequisitesMissingReason: a referenced Secret, key or artifact is missing or malformed.
+	// PrerequisitesMissingReason means a referenced Secret, key or artifact is missing or malformed.
 	PrerequisitesMissingReason = "PrerequisitesMissing"
 )
 
@@ -79,11 +79,11 @@ const (
 const (
 	CertificatesValidCondition = "CertificatesValid"
 
-	// CertificatesCurrentReason: every certificate is valid.
+	// CertificatesCurrentReason means every certificate is valid.
 	CertificatesCurrentReason = "CertificatesCurrent"
-	// CertificatesExpiringReason: a certificate is inside its renewal window.
+	// CertificatesExpiringReason means a certificate is inside its renewal window.
 	CertificatesExpiringReason = "CertificatesExpiring"
-	// CertificatesExpiredReason: a certificate has expired.
+	// CertificatesExpiredReason means a certificate has expired.
 	CertificatesExpiredReason = "CertificatesExpired"
 )
 
@@ -91,9 +91,9 @@ const (
 const (
 	PausedCondition = "Paused"
 
-	// PausedReason: spec.paused is true.
+	// PausedReason means spec.paused is true.
 	PausedReason = "Paused"
-	// NotPausedReason: spec.paused is false.
+	// NotPausedReason means spec.paused is false.
 	NotPausedReason = "NotPaused"
 )
 
@@ -101,9 +101,9 @@ const (
 const (
 	BackupSucceededCondition = "BackupSucceeded"
 
-	// SnapshotSavedReason: the snapshot was taken, verified and stored.
+	// SnapshotSavedReason means the snapshot was taken, verified and stored.
 	SnapshotSavedReason = "SnapshotSaved"
-	// SnapshotFailedReason: the snapshot could not be taken, verified or stored.
+	// SnapshotFailedReason means the snapshot could not be taken, verified or stored.
 	SnapshotFailedReason = "SnapshotFailed"
 )
 
@@ -111,10 +111,10 @@ const (
 const (
 	RestoreSucceededCondition = "RestoreSucceeded"
 
-	// RestoredReason: every member was restored and the cluster is healthy.
+	// RestoredReason means every member was restored and the cluster is healthy.
 	RestoredReason = "Restored"
-	// RestoreFailedReason: the restore failed; the message says where.
+	// RestoreFailedReason means the restore failed; the message says where.
 	RestoreFailedReason = "RestoreFailed"
-	// ChecksumMismatchReason: the snapshot does not match its recorded sha256.
+	// ChecksumMismatchReason means the snapshot does not match its recorded sha256.
 	ChecksumMismatchReason = "ChecksumMismatch"
 )

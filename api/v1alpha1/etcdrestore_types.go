@@ -9,13 +9,13 @@ import (
 type RestorePhase string
 
 const (
-	// RestorePending: the restore has not started.
+	// RestorePending means the restore has not started.
 	RestorePending RestorePhase = "Pending"
-	// RestoreRunning: the API servers are stopped and members are being restored.
+	// RestoreRunning means the API servers are stopped and members are being restored.
 	RestoreRunning RestorePhase = "Running"
-	// RestoreSucceeded: every member was restored and the cluster is healthy.
+	// RestoreSucceeded means every member was restored and the cluster is healthy.
 	RestoreSucceeded RestorePhase = "Succeeded"
-	// RestoreFailed: the restore failed; conditions say where.
+	// RestoreFailed means the restore failed; conditions say where.
 	RestoreFailed RestorePhase = "Failed"
 )
 

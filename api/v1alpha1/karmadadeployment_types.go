@@ -36,9 +36,9 @@ const (
 type SyncMode string
 
 const (
-	// PushSyncMode: Karmada's controllers reach into the member with a service account token.
+	// PushSyncMode means Karmada's controllers reach into the member with a service account token.
 	PushSyncMode SyncMode = "Push"
-	// PullSyncMode: karmada-agent runs in the member and pulls its work from Karmada.
+	// PullSyncMode means karmada-agent runs in the member and pulls its work from Karmada.
 	PullSyncMode SyncMode = "Pull"
 )
 
@@ -666,21 +666,21 @@ type MemberSpec struct {
 type Phase string
 
 const (
-	// PendingPhase: nothing has run yet.
+	// PendingPhase means nothing has run yet.
 	PendingPhase Phase = "Pending"
-	// InstallingPhase: an install run is in progress.
+	// InstallingPhase means an install run is in progress.
 	InstallingPhase Phase = "Installing"
-	// UpgradingPhase: an upgrade run is in progress.
+	// UpgradingPhase means an upgrade run is in progress.
 	UpgradingPhase Phase = "Upgrading"
-	// RunningPhase: the last run succeeded and the control plane answers probes.
+	// RunningPhase means the last run succeeded and the control plane answers probes.
 	RunningPhase Phase = "Running"
-	// DegradedPhase: the last run succeeded but a probe fails.
+	// DegradedPhase means the last run succeeded but a probe fails.
 	DegradedPhase Phase = "Degraded"
-	// FailedPhase: the last run failed; kao retries with backoff.
+	// FailedPhase means the last run failed; kao retries with backoff.
 	FailedPhase Phase = "Failed"
-	// DeletingPhase: the control plane is being removed.
+	// DeletingPhase means the control plane is being removed.
 	DeletingPhase Phase = "Deleting"
-	// PausedPhase: spec.paused is set.
+	// PausedPhase means spec.paused is set.
 	PausedPhase Phase = "Paused"
 )
 
@@ -689,11 +689,11 @@ const (
 type RunResult string
 
 const (
-	// RunSucceeded: every host finished without failed or unreachable tasks.
+	// RunSucceeded means every host finished without failed or unreachable tasks.
 	RunSucceeded RunResult = "Succeeded"
-	// RunFailed: a task failed, a host was unreachable or ansible-playbook could not run.
+	// RunFailed means a task failed, a host was unreachable or ansible-playbook could not run.
 	RunFailed RunResult = "Failed"
-	// RunCancelled: the run was stopped (spec change, deletion, operator shutdown).
+	// RunCancelled means the run was stopped (spec change, deletion, operator shutdown).
 	RunCancelled RunResult = "Cancelled"
 )
 

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -27,6 +29,11 @@ type options struct {
 	leaderElectionNamespace string
 	maxConcurrentReconciles int
 	stateDir                string
+	playbookDir             string
+	rolesPath               string
+	maxForks                int
+	runTimeout              time.Duration
+	logRetention            int
 }
 
 func main() {
@@ -37,6 +44,11 @@ func main() {
 	flag.StringVar(&opts.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease; the manager's own namespace when empty.")
 	flag.IntVar(&opts.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "Objects of one kind reconciled at once; each may run one ansible-playbook.")
 	flag.StringVar(&opts.stateDir, "state-dir", "/var/lib/kao", "Directory for run directories, fact caches and logs.")
+	flag.StringVar(&opts.playbookDir, "playbook-dir", "/opt/kao/playbooks", "Directory holding kao's entry playbooks.")
+	flag.StringVar(&opts.rolesPath, "roles-path", "/opt/kao/roles", "Colon-separated directories holding roles.")
+	flag.IntVar(&opts.maxForks, "max-forks", 25, "Most hosts one ansible-playbook works on at once.")
+	flag.DurationVar(&opts.runTimeout, "run-timeout", 60*time.Minute, "Longest a playbook run may take before it is stopped.")
+	flag.IntVar(&opts.logRetention, "log-retention", 5, "Run logs (ConfigMaps and run directories) kept per KarmadaDeployment.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -51,6 +63,9 @@ func main() {
 func run(opts options) error {
 	if opts.maxConcurrentReconciles < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", opts.maxConcurrentReconciles)
+	}
+	if !filepath.IsAbs(opts.stateDir) || !filepath.IsAbs(opts.playbookDir) {
+		return fmt.Errorf("--state-dir and --playbook-dir must be absolute paths")
 	}
 	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory %s: %w", opts.stateDir, err)
@@ -72,11 +87,25 @@ func run(opts options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
+	kd := &controllers.KarmadaDeploymentReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("kao"),
+		StateDir:                opts.stateDir,
+		PlaybookDir:             opts.playbookDir,
+		RolesPath:               filepath.SplitList(opts.rolesPath),
+		MaxForks:                opts.maxForks,
+		RunTimeout:              opts.runTimeout,
+		LogRetention:            opts.logRetention,
+		MaxConcurrentReconciles: opts.maxConcurrentReconciles,
+	}
+	if err := kd.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up KarmadaDeployment controller: %w", err)
+	}
 	setups := []struct {
 		kind  string
 		setup func(ctrl.Manager, int) error
 	}{
-		{"KarmadaDeployment", controllers.SetupKarmadaDeploymentController},
 		{"EtcdBackup", controllers.SetupEtcdBackupController},
 		{"EtcdRestore", controllers.SetupEtcdRestoreController},
 	}

@@ -35,7 +35,7 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(base)
+	defer func() { _ = os.RemoveAll(base) }()
 	pb, err := writeBenchPlaybook(base)
 	if err != nil {
 		b.Fatal(err)

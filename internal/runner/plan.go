@@ -235,6 +235,9 @@ func (e *estimator) resolve(term string) []string {
 			return []string{h}
 		}
 	}
+	if term == "localhost" || term == "127.0.0.1" {
+		return []string{term} // Ansible's implicit localhost
+	}
 	return nil
 }
 

@@ -25,11 +25,11 @@ import (
 type Outcome string
 
 const (
-	// Succeeded: every host finished without failed or unreachable tasks.
+	// Succeeded means every host finished without failed or unreachable tasks.
 	Succeeded Outcome = "Succeeded"
-	// Failed: a task failed, a host was unreachable, the run timed out or ansible-playbook could not run.
+	// Failed means a task failed, a host was unreachable, the run timed out or ansible-playbook could not run.
 	Failed Outcome = "Failed"
-	// Cancelled: the caller cancelled the run.
+	// Cancelled means the caller cancelled the run.
 	Cancelled Outcome = "Cancelled"
 )
 
@@ -129,7 +129,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating run log: %w", err)
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }()
 	log := newLogBuffer(logFile, logTailBytes)
 
 	total, err := EstimateResults(spec.Playbook, spec.RolesPath, spec.Groups)

@@ -1,0 +1,66 @@
+package controllers
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+)
+
+// SkipUninstallAnnotation set to "true" on a KarmadaDeployment being deleted
+// removes the finalizer without running the uninstall playbook: the way out
+// when the hosts are gone for good and the uninstall can never succeed.
+const SkipUninstallAnnotation = "kao.io/skip-uninstall"
+
+// reconcileDelete runs the uninstall playbook and then releases the object.
+// An install in progress is cancelled first; a failed uninstall is retried
+// with backoff until it succeeds or SkipUninstallAnnotation is set.
+func (r *KarmadaDeploymentReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	kd := s.kd
+	if !controllerutil.ContainsFinalizer(kd, FinalizerName) {
+		return ctrl.Result{}, nil
+	}
+	setCondition(kd, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.DeletingReason, "the control plane is being removed")
+	key := client.ObjectKeyFromObject(kd)
+	if run := r.runs.get(key); run != nil {
+		if run.playbook != uninstallPlaybook {
+			ctrl.LoggerFrom(ctx).Info("Cancelling the run in progress: the deployment is being deleted", "run", run.id)
+			run.cancel()
+		}
+		return ctrl.Result{}, nil // the run's end reconciles again
+	}
+	if r.cacheIsBehind(key, kd) {
+		return ctrl.Result{RequeueAfter: staleCacheRequeueAfter}, nil
+	}
+	now := r.Clock.Now()
+	if p := kd.Status.Progress; p != nil {
+		r.recordInterruptedRun(ctx, kd, p, now)
+	}
+	last := kd.Status.LastRun
+	switch {
+	case kd.Annotations[SkipUninstallAnnotation] == "true":
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "UninstallSkipped", "Delete",
+			"Removed without uninstalling: the %s annotation is set; services and files stay on the hosts", SkipUninstallAnnotation)
+	case last == nil:
+		// Nothing ever ran, so there is nothing to remove.
+	case last.Playbook == uninstallPlaybook && last.Result == kaov1.RunSucceeded:
+	default:
+		if retry := kd.Status.Retry; last.Playbook == uninstallPlaybook && retry != nil && retry.NextRetryTime != nil {
+			if wait := retry.NextRetryTime.Sub(now); wait > 0 {
+				return ctrl.Result{RequeueAfter: wait}, nil
+			}
+		}
+		ctrl.LoggerFrom(ctx).Info("Starting the uninstall run")
+		return r.startRun(ctx, s, uninstallPlaybook)
+	}
+	if err := r.patchStatus(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	controllerutil.RemoveFinalizer(kd, FinalizerName)
+	return ctrl.Result{}, r.Client.Update(ctx, kd)
+}

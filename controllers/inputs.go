@@ -1,0 +1,152 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/runner"
+	inventory "github.com/kao-io/kao/inventory-plugin"
+)
+
+// inputError is a problem with what the user referenced (a missing Secret or
+// key): it is shown in a condition and an Event, and retried with backoff.
+type inputError struct{ msg string }
+
+func (e *inputError) Error() string { return e.msg }
+
+// runInputs is the secret material a run needs, read from Secrets.
+type runInputs struct {
+	sshKey     []byte
+	knownHosts []byte
+	// kubeconfigs holds member kubeconfigs by member name.
+	kubeconfigs map[string][]byte
+}
+
+// secretValue reads one key of a Secret in the deployment's namespace. field
+// is the spec path of the reference, for the error message.
+func (r *KarmadaDeploymentReconciler) secretValue(ctx context.Context, ns string, ref kaov1.SecretKeyReference, field string) ([]byte, error) {
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &inputError{fmt.Sprintf("Secret %s/%s named in %s does not exist", ns, ref.Name, field)}
+		}
+		return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, ref.Name, err)
+	}
+	data, ok := secret.Data[ref.Key]
+	if !ok || len(data) == 0 {
+		return nil, &inputError{fmt.Sprintf("Secret %s/%s has no key %q named in %s", ns, ref.Name, ref.Key, field)}
+	}
+	return data, nil
+}
+
+// gatherInputs reads every Secret a run of this deployment needs.
+func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov1.KarmadaDeployment) (*runInputs, error) {
+	in := &runInputs{kubeconfigs: map[string][]byte{}}
+	var err error
+	if ssh := kd.Spec.SSH; ssh != nil {
+		if in.sshKey, err = r.secretValue(ctx, kd.Namespace, ssh.PrivateKeySecretRef, "spec.ssh.privateKeySecretRef"); err != nil {
+			return nil, err
+		}
+		if in.knownHosts, err = r.secretValue(ctx, kd.Namespace, ssh.KnownHostsSecretRef, "spec.ssh.knownHostsSecretRef"); err != nil {
+			return nil, err
+		}
+	}
+	for i, m := range kd.Spec.Members {
+		data, err := r.secretValue(ctx, kd.Namespace, m.KubeconfigSecretRef, fmt.Sprintf("spec.members[%d].kubeconfigSecretRef", i))
+		if err != nil {
+			return nil, err
+		}
+		in.kubeconfigs[m.Name] = data
+	}
+	// Members leaving spec.members are cleaned up with the kubeconfig they
+	// joined with, if it still exists.
+	for _, m := range kd.Status.Members {
+		if _, inSpec := in.kubeconfigs[m.Name]; inSpec || m.KubeconfigSecretRef == nil {
+			continue
+		}
+		if data, err := r.secretValue(ctx, kd.Namespace, *m.KubeconfigSecretRef, "status.members"); err == nil {
+			in.kubeconfigs[m.Name] = data
+		}
+	}
+	return in, nil
+}
+
+// secretValues lists every secret value of the inputs, for redaction.
+func (in *runInputs) secretValues() [][]byte {
+	out := [][]byte{}
+	if in.sshKey != nil {
+		out = append(out, in.sshKey)
+	}
+	for _, name := range sortedKeys(in.kubeconfigs) {
+		out = append(out, in.kubeconfigs[name])
+	}
+	return out
+}
+
+// inventoryGroups lists the groups the runner sizes its forks and estimate by.
+var inventoryGroups = []string{
+	"all", "etcd", "karmada_apiserver", "karmada_control_plane", "host_cluster",
+	"members", "members_join", "members_unjoin",
+}
+
+// buildRunSpec assembles everything one run needs.
+func (r *KarmadaDeploymentReconciler) buildRunSpec(kd *kaov1.KarmadaDeployment, in *runInputs, runID, dir, playbook string) (runner.Spec, error) {
+	kubeconfigPath := func(member string) string {
+		return filepath.Join(dir, runner.SecretsDir, "members", member+".kubeconfig")
+	}
+	inv, err := inventory.Build(kd, inventory.Options{MemberKubeconfigPath: kubeconfigPath})
+	if err != nil {
+		return runner.Spec{}, &inputError{fmt.Sprintf("building the inventory: %v", err)}
+	}
+	invJSON, err := inv.FileJSON()
+	if err != nil {
+		return runner.Spec{}, fmt.Errorf("encoding the inventory: %w", err)
+	}
+	groups := map[string][]string{}
+	for _, g := range inventoryGroups {
+		groups[g] = inv.Hosts(g)
+	}
+	spec := runner.Spec{
+		ID:            runID,
+		Dir:           dir,
+		Playbook:      filepath.Join(r.PlaybookDir, playbook),
+		Inventory:     invJSON,
+		Groups:        groups,
+		ExtraVars:     map[string]any{"kao_run_id": runID},
+		SSHPrivateKey: in.sshKey,
+		KnownHosts:    in.knownHosts,
+		RolesPath:     r.RolesPath,
+		FactCacheDir:  filepath.Join(r.StateDir, "facts", string(kd.UID)),
+		MaxForks:      r.MaxForks,
+		Timeout:       r.RunTimeout,
+		Redact:        in.secretValues(),
+	}
+	if kd.Spec.SSH != nil && kd.Spec.SSH.ConnectTimeoutSeconds > 0 {
+		spec.SSHConnectTimeout = secondsDuration(kd.Spec.SSH.ConnectTimeoutSeconds)
+	}
+	for _, name := range sortedKeys(in.kubeconfigs) {
+		spec.Secrets = append(spec.Secrets, runner.File{Path: filepath.Join("members", name+".kubeconfig"), Data: in.kubeconfigs[name]})
+	}
+	return spec, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func sortedHostNames(m map[string]runner.HostStats) []string { return sortedKeys(m) }
+
+func secondsDuration(s int32) time.Duration { return time.Duration(s) * time.Second }

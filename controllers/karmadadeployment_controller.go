@@ -1,0 +1,404 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/runner"
+)
+
+// PlaybookRunner runs one playbook. runner.Run is the real one; narrow unit
+// tests may fake it.
+type PlaybookRunner func(ctx context.Context, spec runner.Spec) (*runner.Result, error)
+
+// KarmadaDeploymentReconciler turns KarmadaDeployments into Ansible runs and
+// writes what happened back into their status.
+//
+// One run per deployment at a time. A spec change during a run waits for that
+// run to end and then runs at once: cancelling Ansible midway can leave a host
+// half-configured (a binary replaced, its service not yet restarted), while
+// every kao playbook converges when run again. Deletion is the exception: it
+// cancels an install in progress and runs the uninstall playbook.
+type KarmadaDeploymentReconciler struct {
+	// Client reads through the cache and writes.
+	Client client.Client
+	// APIReader reads without the cache: Secrets (kao may not list them) and
+	// the latest status before a write.
+	APIReader client.Reader
+	// Recorder emits Events.
+	Recorder events.EventRecorder
+	// Run runs playbooks; runner.Run when nil.
+	Run PlaybookRunner
+	// Clock tells the time; a fake in tests moves backoff along.
+	Clock clock.PassiveClock
+	// StateDir holds run directories and fact caches.
+	StateDir string
+	// PlaybookDir holds install.yml and uninstall.yml.
+	PlaybookDir string
+	// RolesPath lists role directories.
+	RolesPath []string
+	// MaxForks caps Ansible's parallelism per run.
+	MaxForks int
+	// RunTimeout stops a run that takes longer; defaultRunTimeout when zero.
+	RunTimeout time.Duration
+	// LogRetention is how many run logs are kept per deployment.
+	LogRetention int
+	// MaxConcurrentReconciles bounds parallel reconciles.
+	MaxConcurrentReconciles int
+
+	runs *runTracker
+
+	// lastFinished remembers, per deployment, the last run this process
+	// finished, to tell a stale cache from an interrupted run.
+	mu           sync.Mutex
+	lastFinished map[types.NamespacedName]string
+}
+
+// +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments/status;karmadadeployments/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler and its run tracker.
+func (r *KarmadaDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Run == nil {
+		r.Run = runner.Run
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.RunTimeout == 0 {
+		r.RunTimeout = defaultRunTimeout
+	}
+	r.runs = newRunTracker()
+	r.lastFinished = map[types.NamespacedName]string{}
+	if err := mgr.Add(r.runs); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&kaov1.KarmadaDeployment{}, builder.WithPredicates(specOrLifecycleChanged())).
+		WatchesRawSource(source.Channel(r.runs.finished, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// specOrLifecycleChanged ignores kao's own status writes, which would
+// otherwise wake the reconciler with every progress update.
+func specOrLifecycleChanged() predicate.Predicate {
+	return predicate.Or(
+		predicate.GenerationChangedPredicate{},
+		predicate.AnnotationChangedPredicate{},
+		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return !equality.Semantic.DeepEqual(e.ObjectOld.GetDeletionTimestamp(), e.ObjectNew.GetDeletionTimestamp()) ||
+				!equality.Semantic.DeepEqual(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
+		}},
+	)
+}
+
+// Reconcile moves a KarmadaDeployment towards its spec.
+func (r *KarmadaDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	kd := &kaov1.KarmadaDeployment{}
+	if err := r.Client.Get(ctx, req.NamespacedName, kd); err != nil {
+		if apierrors.IsNotFound(err) {
+			if run := r.runs.get(req.NamespacedName); run != nil {
+				run.cancel() // the object is gone: nobody will read the result
+			}
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("KarmadaDeployment", klog.KObj(kd)))
+
+	if kd.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(kd, FinalizerName) {
+		return ctrl.Result{}, r.Client.Update(ctx, kd)
+	}
+
+	s := &scope{kd: kd, base: kd.DeepCopy()}
+	defer func() {
+		if err := r.patchStatus(ctx, s); err != nil {
+			reterr = errors.Join(reterr, err)
+		}
+	}()
+	setUnknownIfMissing(&kd.Status.Conditions, kd.Generation, kaov1.WaitingForRunReason,
+		"kao has not finished a run for this deployment yet", deploymentConditions...)
+	setPausedCondition(kd)
+
+	if !kd.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if kd.Spec.Paused {
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// scope is one reconcile's view of a deployment: the object being changed and
+// the state it was read in, for a single status patch at the end.
+type scope struct {
+	kd   *kaov1.KarmadaDeployment
+	base *kaov1.KarmadaDeployment
+}
+
+// patchStatus writes the status changes of this reconcile, if any.
+func (r *KarmadaDeploymentReconciler) patchStatus(ctx context.Context, s *scope) error {
+	kd := s.kd
+	kd.Status.Phase = phaseFor(kd, r.runs.get(client.ObjectKeyFromObject(kd)) != nil || kd.Status.Progress != nil)
+	if last := kd.Status.LastRun; last != nil && last.Result == kaov1.RunSucceeded && last.Generation == kd.Generation {
+		kd.Status.ObservedGeneration = kd.Generation
+	}
+	if equality.Semantic.DeepEqual(s.base.Status, kd.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, kd, client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("patching status: %w", err)
+	}
+	s.base = kd.DeepCopy()
+	return nil
+}
+
+func (r *KarmadaDeploymentReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	kd := s.kd
+	key := client.ObjectKeyFromObject(kd)
+	if r.runs.get(key) != nil {
+		// The run's end reconciles again; a spec change waits for it (see the type's doc).
+		return ctrl.Result{}, nil
+	}
+	if r.cacheIsBehind(key, kd) {
+		return ctrl.Result{RequeueAfter: staleCacheRequeueAfter}, nil
+	}
+	now := r.Clock.Now()
+	if p := kd.Status.Progress; p != nil {
+		r.recordInterruptedRun(ctx, kd, p, now)
+	}
+
+	decision := decideRun(kd, now)
+	if !decision.run {
+		if decision.wait > 0 {
+			ctrl.LoggerFrom(ctx).V(1).Info("Waiting before the next run", "reason", decision.reason, "wait", decision.wait)
+			return ctrl.Result{RequeueAfter: decision.wait}, nil
+		}
+		setProbeConditions(kd)
+		return ctrl.Result{}, nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Starting a run", "playbook", installPlaybook, "reason", decision.reason)
+	return r.startRun(ctx, s, installPlaybook)
+}
+
+// staleCacheRequeueAfter is how soon to look again when the cache has not yet
+// seen the status a finished run wrote: the watch catches up within moments.
+const staleCacheRequeueAfter = time.Second
+
+// cacheIsBehind tells whether the cached object predates the status the last
+// run of this process wrote, so an ended run is not mistaken for an
+// interrupted one, nor run twice.
+func (r *KarmadaDeploymentReconciler) cacheIsBehind(key types.NamespacedName, kd *kaov1.KarmadaDeployment) bool {
+	r.mu.Lock()
+	id := r.lastFinished[key]
+	r.mu.Unlock()
+	if id == "" {
+		return false
+	}
+	return kd.Status.Progress != nil && kd.Status.Progress.RunID == id ||
+		kd.Status.LastRun == nil || kd.Status.LastRun.ID < id
+}
+
+// recordInterruptedRun closes a run that a previous operator process started
+// and never finished: it is recorded as cancelled and runs again at once.
+func (r *KarmadaDeploymentReconciler) recordInterruptedRun(ctx context.Context, kd *kaov1.KarmadaDeployment, p *kaov1.RunProgress, now time.Time) {
+	msg := fmt.Sprintf("the operator stopped during run %s of %s (%d/%d tasks); kao runs it again",
+		p.RunID, p.Playbook, p.TasksDone, p.TasksTotal)
+	ctrl.LoggerFrom(ctx).Info("Recording an interrupted run", "run", p.RunID)
+	kd.Status.LastRun = &kaov1.RunStatus{
+		ID: p.RunID, Playbook: p.Playbook, Generation: kd.Generation, Result: kaov1.RunCancelled,
+		Message: msg, StartTime: p.StartTime, EndTime: *timePtr(now),
+	}
+	kd.Status.Progress = nil
+	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, kaov1.RunInterruptedReason, msg)
+	r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "PlaybookInterrupted", "Run", msg)
+}
+
+// startRun reads the run's inputs, records the run in status and starts it.
+// Bad input (a missing Secret, a host the inventory rejects) is recorded as a
+// failed attempt with a condition and an Event, and retried with backoff.
+func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, playbook string) (ctrl.Result, error) {
+	kd := s.kd
+	key := client.ObjectKeyFromObject(kd)
+	now := r.Clock.Now()
+	runID := newRunID(now)
+	dir := filepath.Join(runsDir(r.StateDir, kd.UID), runID)
+
+	in, err := r.gatherInputs(ctx, kd)
+	var spec runner.Spec
+	if err == nil {
+		spec, err = r.buildRunSpec(kd, in, runID, dir, playbook)
+	}
+	if err != nil {
+		var bad *inputError
+		if !errors.As(err, &bad) {
+			return ctrl.Result{}, err
+		}
+		kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, kaov1.PrerequisitesMissingReason, bad.msg)
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, kaov1.PrerequisitesMissingReason, "Run", bad.msg)
+		return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}, nil
+	}
+	total, _ := runner.EstimateResults(spec.Playbook, spec.RolesPath, spec.Groups)
+	kd.Status.Progress = progressStatus(runID, playbook, now, runner.Progress{TasksTotal: total}, now)
+	setRunningCondition(kd, runID, playbook)
+	// The run's own status writes start only after this one landed.
+	if err := r.patchStatus(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	run := &activeRun{id: runID, playbook: playbook, generation: kd.Generation}
+	snapshot := kd.DeepCopy()
+	if err := r.runs.start(key, run, func(runCtx context.Context) {
+		r.executeRun(runCtx, snapshot, spec, now)
+	}); err != nil {
+		return ctrl.Result{RequeueAfter: staleCacheRequeueAfter}, nil
+	}
+	r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookStarted", "Run",
+		"Started run %s of %s for generation %d", runID, playbook, kd.Generation)
+	return ctrl.Result{}, nil
+}
+
+// executeRun runs the playbook, keeps status.progress current at most every
+// progressInterval, then records the result, its log and an Event.
+func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment, spec runner.Spec, start time.Time) {
+	key := client.ObjectKeyFromObject(kd)
+	log := ctrl.Log.WithName("run").WithValues("KarmadaDeployment", klog.KObj(kd), "run", spec.ID)
+	playbook := filepath.Base(spec.Playbook)
+
+	var mu sync.Mutex
+	var latest *runner.Progress
+	spec.OnProgress = func(p runner.Progress) {
+		mu.Lock()
+		latest = &p
+		mu.Unlock()
+	}
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		ticker := time.NewTicker(progressInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-ticker.C:
+			}
+			mu.Lock()
+			p := latest
+			latest = nil
+			mu.Unlock()
+			if p == nil {
+				continue
+			}
+			err := r.updateStatus(ctx, key, func(cur *kaov1.KarmadaDeployment) {
+				if cur.Status.Progress != nil && cur.Status.Progress.RunID == spec.ID {
+					cur.Status.Progress = progressStatus(spec.ID, playbook, start, *p, r.Clock.Now())
+				}
+			})
+			if err != nil && ctx.Err() == nil {
+				log.Error(err, "Updating progress")
+			}
+		}
+	}()
+
+	res, err := r.Run(ctx, spec)
+	close(stopProgress)
+	<-progressDone
+	if err != nil {
+		res = &runner.Result{
+			ID: spec.ID, Playbook: playbook, Outcome: runner.Failed, StartTime: start, EndTime: r.Clock.Now(),
+			Message: "preparing the run failed: " + runner.NewRedactor(spec.Redact...).Clean(err.Error(), 300),
+		}
+	}
+	log.Info("Run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
+
+	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
+	finalCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logName, err := r.storeRunLog(finalCtx, kd, spec.ID, res.Log)
+	if err != nil {
+		log.Error(err, "Storing the run log")
+	}
+	if err := pruneRunDirs(runsDir(r.StateDir, kd.UID), r.logRetention()); err != nil {
+		log.Error(err, "Pruning old run directories")
+	}
+	now := r.Clock.Now()
+	err = r.updateStatus(finalCtx, key, func(cur *kaov1.KarmadaDeployment) {
+		cur.Status.Progress = nil
+		cur.Status.LastRun = runStatus(res, kd.Generation, logName)
+		setRunResultCondition(cur, res)
+		switch res.Outcome {
+		case runner.Succeeded:
+			cur.Status.Retry = nil
+			if playbook == installPlaybook {
+				cur.Status.Version = kd.Spec.Version
+			}
+			if cur.Generation == kd.Generation {
+				cur.Status.ObservedGeneration = kd.Generation
+			}
+		case runner.Failed:
+			cur.Status.Retry = nextRetry(cur.Status.Retry, kd.Generation, now)
+		}
+		cur.Status.Phase = phaseFor(cur, false)
+	})
+	if err != nil {
+		log.Error(err, "Recording the run's result")
+	}
+	r.mu.Lock()
+	r.lastFinished[key] = spec.ID
+	r.mu.Unlock()
+	switch res.Outcome {
+	case runner.Succeeded:
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookSucceeded", "Run", "Run %s of %s succeeded", spec.ID, playbook)
+	case runner.Cancelled:
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookCancelled", "Run", "Run %s of %s was cancelled", spec.ID, playbook)
+	default:
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "PlaybookFailed", "Run", "Run %s of %s failed: %s", spec.ID, playbook, res.Message)
+	}
+	r.runs.end(key, kd)
+}
+
+// updateStatus applies mutate to the latest version of a deployment's status,
+// retrying on conflicts with other writers.
+func (r *KarmadaDeploymentReconciler) updateStatus(ctx context.Context, key types.NamespacedName, mutate func(*kaov1.KarmadaDeployment)) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := &kaov1.KarmadaDeployment{}
+		if err := r.APIReader.Get(ctx, key, cur); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		before := cur.Status.DeepCopy()
+		mutate(cur)
+		if equality.Semantic.DeepEqual(before, &cur.Status) {
+			return nil
+		}
+		return r.Client.Status().Update(ctx, cur)
+	})
+}

@@ -1,0 +1,155 @@
+package controllers
+
+import (
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/runner"
+)
+
+// deploymentConditions are the conditions kao owns on a KarmadaDeployment.
+var deploymentConditions = []string{
+	kaov1.ReadyCondition, kaov1.ControlPlaneReadyCondition, kaov1.EtcdHealthyCondition,
+	kaov1.MembersReadyCondition, kaov1.PlaybookSucceededCondition, kaov1.CertificatesValidCondition,
+	kaov1.PausedCondition,
+}
+
+func timePtr(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t)
+	return &mt
+}
+
+func conditionIsFalse(conds []metav1.Condition, t string) bool {
+	c := meta.FindStatusCondition(conds, t)
+	return c != nil && c.Status == metav1.ConditionFalse
+}
+
+// setCondition records a condition at the object's current generation.
+func setCondition(kd *kaov1.KarmadaDeployment, t string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&kd.Status.Conditions, metav1.Condition{
+		Type:               t,
+		Status:             status,
+		ObservedGeneration: kd.Generation,
+		Reason:             reason,
+		Message:            message,
+	})
+}
+
+// setPausedCondition mirrors spec.paused.
+func setPausedCondition(kd *kaov1.KarmadaDeployment) {
+	if kd.Spec.Paused {
+		setCondition(kd, kaov1.PausedCondition, metav1.ConditionTrue, kaov1.PausedReason,
+			"spec.paused is true: kao starts no runs; a run in progress finishes")
+		return
+	}
+	setCondition(kd, kaov1.PausedCondition, metav1.ConditionFalse, kaov1.NotPausedReason, "")
+}
+
+// setRunningCondition records that a run has started.
+func setRunningCondition(kd *kaov1.KarmadaDeployment, runID, playbook string) {
+	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.RunningReason,
+		fmt.Sprintf("run %s of %s is in progress", runID, playbook))
+}
+
+// setRunResultCondition records how the last run ended.
+func setRunResultCondition(kd *kaov1.KarmadaDeployment, res *runner.Result) {
+	switch res.Outcome {
+	case runner.Succeeded:
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionTrue, kaov1.RunSucceededReason,
+			fmt.Sprintf("run %s of %s succeeded", res.ID, res.Playbook))
+	case runner.Cancelled:
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, kaov1.RunInterruptedReason,
+			fmt.Sprintf("run %s of %s was cancelled", res.ID, res.Playbook))
+	default:
+		reason := kaov1.RunFailedReason
+		for _, s := range res.Hosts {
+			if s.Unreachable > 0 {
+				reason = kaov1.HostUnreachableReason
+			}
+		}
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, reason,
+			fmt.Sprintf("run %s of %s failed: %s", res.ID, res.Playbook, res.Message))
+	}
+}
+
+// setProbeConditions records the health conditions. Probing the installed
+// control plane (readyz, etcd health, member clusters) arrives with the
+// install roles; until then they stay Unknown and say so.
+func setProbeConditions(kd *kaov1.KarmadaDeployment) {
+	for _, t := range []string{kaov1.ReadyCondition, kaov1.ControlPlaneReadyCondition, kaov1.EtcdHealthyCondition,
+		kaov1.MembersReadyCondition, kaov1.CertificatesValidCondition} {
+		setCondition(kd, t, metav1.ConditionUnknown, kaov1.NotImplementedReason,
+			"kao does not probe the installed control plane yet")
+	}
+}
+
+// runStatus converts a runner result into status.lastRun.
+func runStatus(res *runner.Result, generation int64, logConfigMap string) *kaov1.RunStatus {
+	rs := &kaov1.RunStatus{
+		ID:               res.ID,
+		Playbook:         res.Playbook,
+		Generation:       generation,
+		Result:           kaov1.RunResult(res.Outcome),
+		Message:          res.Message,
+		StartTime:        metav1.NewTime(res.StartTime),
+		EndTime:          metav1.NewTime(res.EndTime),
+		LogConfigMapName: logConfigMap,
+	}
+	for _, host := range sortedHostNames(res.Hosts) {
+		s := res.Hosts[host]
+		rs.Hosts = append(rs.Hosts, kaov1.HostRunStats{
+			Name: host, OK: clampInt32(s.OK), Changed: clampInt32(s.Changed), Failed: clampInt32(s.Failures),
+			Unreachable: clampInt32(s.Unreachable), Skipped: clampInt32(s.Skipped), Rescued: clampInt32(s.Rescued), Ignored: clampInt32(s.Ignored),
+		})
+	}
+	for i, f := range res.FailedTasks {
+		if i == 50 {
+			break
+		}
+		rs.FailedTasks = append(rs.FailedTasks, kaov1.FailedTask{Host: f.Host, Task: f.Task, Unreachable: f.Unreachable, Message: f.Message})
+	}
+	return rs
+}
+
+// progressStatus converts runner progress into status.progress.
+func progressStatus(runID, playbook string, start time.Time, p runner.Progress, now time.Time) *kaov1.RunProgress {
+	return &kaov1.RunProgress{
+		RunID:       runID,
+		Playbook:    playbook,
+		TasksDone:   clampInt32(p.TasksDone),
+		TasksTotal:  clampInt32(p.TasksTotal),
+		Percent:     clampInt32(p.Percent()),
+		CurrentTask: truncateString(p.Task, 256),
+		CurrentHost: truncateString(p.Host, 253),
+		StartTime:   metav1.NewTime(start),
+		UpdateTime:  timePtr(now),
+	}
+}
+
+// truncateString shortens s to at most n bytes without splitting a character.
+func truncateString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// clampInt32 converts a count for status, saturating instead of overflowing.
+func clampInt32(n int) int32 {
+	switch {
+	case n > math.MaxInt32:
+		return math.MaxInt32
+	case n < 0:
+		return 0
+	}
+	return int32(n)
+}

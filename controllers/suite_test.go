@@ -1,0 +1,266 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
+)
+
+var (
+	env    *testenv.Env
+	scheme = runtime.NewScheme()
+	// k8s reads and writes without a cache.
+	k8s client.Client
+	// operatorLog collects what every manager in this package logs, to scan for secrets.
+	operatorLog = &syncBuffer{}
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping controller tests in -short mode: they need a real kube-apiserver and ansible-playbook")
+		os.Exit(0)
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = kaov1.AddToScheme(scheme)
+	ctrl.SetLogger(zap.New(zap.WriteTo(operatorLog), zap.UseDevMode(true)))
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	if k8s, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// operator is a running manager with the KarmadaDeployment reconciler,
+// watching one namespace.
+type operator struct {
+	reconciler *KarmadaDeploymentReconciler
+	stateDir   string
+	stop       func()
+}
+
+// startOperator starts a manager for namespace ns with the real runner and the
+// test playbooks. stateDir is reused when not empty, as after a restart.
+func startOperator(t *testing.T, ns, stateDir string) *operator {
+	t.Helper()
+	if stateDir == "" {
+		// Short: SSH control sockets live below it.
+		dir, err := os.MkdirTemp("/tmp", "kao-ctl-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		stateDir = dir
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Logger:                 ctrl.Log.WithName(ns),
+		Controller:             ctrlConfigSkipNameValidation(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs("testdata/playbooks")
+	r := &KarmadaDeploymentReconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder("kao"),
+		StateDir:    stateDir,
+		PlaybookDir: abs,
+		RunTimeout:  2 * time.Minute,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	op := &operator{reconciler: r, stateDir: stateDir}
+	var once sync.Once
+	op.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(op.stop)
+	return op
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kao-test-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// fakeKubeconfig is member kubeconfig content with a token that must never leak.
+func fakeKubeconfig(member string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: %[1]s
+  cluster:
+    server: https://127.0.0.1:6443
+users:
+- name: admin
+  user:
+    token: %[1]s-TOKEN-e5b1c0ffee4242deadbeef
+contexts:
+- name: %[1]s
+  context: {cluster: %[1]s, user: admin}
+current-context: %[1]s
+`, member)
+}
+
+// newDeployment creates the member kubeconfig Secret and a Containerized
+// KarmadaDeployment whose members pick the test playbook's behaviour.
+func newDeployment(t *testing.T, ns, name string, paused bool, members ...string) *kaov1.KarmadaDeployment {
+	t.Helper()
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-members", Namespace: ns}, Data: map[string][]byte{}}
+	kd := &kaov1.KarmadaDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: kaov1.KarmadaDeploymentSpec{
+			Mode:        kaov1.ContainerizedMode,
+			Version:     "v1.18.1",
+			HostCluster: &kaov1.HostClusterSpec{InCluster: true},
+			Etcd:        kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
+			Paused:      paused,
+		},
+	}
+	for _, m := range members {
+		secret.Data[m] = []byte(fakeKubeconfig(m))
+		kd.Spec.Members = append(kd.Spec.Members, kaov1.MemberSpec{
+			Name: m, SyncMode: kaov1.PushSyncMode,
+			KubeconfigSecretRef: kaov1.SecretKeyReference{Name: secret.Name, Key: m},
+		})
+	}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, kd); err != nil {
+		t.Fatal(err)
+	}
+	return kd
+}
+
+// get reads the latest version of a deployment.
+func get(t *testing.T, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
+	t.Helper()
+	cur := &kaov1.KarmadaDeployment{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kd), cur); err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+// waitFor polls a deployment until cond holds or the timeout passes.
+func waitFor(t *testing.T, kd *kaov1.KarmadaDeployment, timeout time.Duration, what string, cond func(*kaov1.KarmadaDeployment) bool) *kaov1.KarmadaDeployment {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		if cond(cur) {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; status: %+v", timeout, what, cur.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// events lists the Events about a deployment.
+func deploymentEvents(t *testing.T, kd *kaov1.KarmadaDeployment) []eventsv1.Event {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace(kd.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	out := []eventsv1.Event{}
+	for _, e := range list.Items {
+		if e.Regarding.Name == kd.Name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitForEvent waits until an Event with the reason exists for the deployment.
+func waitForEvent(t *testing.T, kd *kaov1.KarmadaDeployment, reason string) eventsv1.Event {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, e := range deploymentEvents(t, kd) {
+			if e.Reason == reason {
+				return e
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("no %s Event for %s", reason, kd.Name)
+	return eventsv1.Event{}
+}
+
+// ctrlConfigSkipNameValidation lets each test start its own manager with the
+// same controller names.
+func ctrlConfigSkipNameValidation() config.Controller {
+	skip := true
+	return config.Controller{SkipNameValidation: &skip}
+}

@@ -1,0 +1,298 @@
+package inventory
+
+import (
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+)
+
+// Defaults the API documents; the inventory spells them out so roles need no defaults of their own.
+const (
+	defaultSSHPort         = 22
+	defaultSSHUser         = "root"
+	defaultSecurePort      = 5443
+	defaultServiceSubnet   = "10.96.0.0/12"
+	defaultServiceType     = "ClusterIP"
+	defaultEtcdDataDir     = "/var/lib/karmada-etcd"
+	defaultEtcdKeyPrefix   = "/registry"
+	defaultEtcdStorageType = "PersistentVolumeClaim"
+	defaultEtcdStorageSize = "5Gi"
+	defaultReplicas        = 1
+	defaultHostClusterNS   = "karmada-system"
+	defaultHostClusterDNS  = "cluster.local"
+	// unsetVersion stands for a version the CR leaves open: roles take the artifacts bundle's.
+	unsetVersion = ""
+)
+
+// Literals kao writes itself; none comes from the CR, so none is wrapped.
+const (
+	localConnection = "local"
+	// playbookPythonTemplate makes local hosts use the Python that runs ansible-playbook.
+	playbookPythonTemplate = "{{ ansible_playbook_python }}"
+	becomeMethodSudo       = "sudo"
+)
+
+// str wraps s as an unsafe string, or returns def (our own literal) when s is empty.
+func str(s, def string) any {
+	if s == "" {
+		return def
+	}
+	return unsafe(s)
+}
+
+// strs wraps every element of ss as an unsafe string, sorted: the API lists them as sets.
+func strs(ss []string) []any {
+	sorted := slices.Clone(ss)
+	sort.Strings(sorted)
+	out := make([]any, 0, len(sorted))
+	for _, s := range sorted {
+		out = append(out, unsafe(s))
+	}
+	return out
+}
+
+// sshHostVars are the variables of one SSH host of a Binary control plane. The
+// connection variables come from fields validate checked.
+func sshHostVars(h kaov1.Host, becomeSudo bool) vars {
+	port := int(h.Port)
+	if port == 0 {
+		port = defaultSSHPort
+	}
+	roles := make([]string, 0, len(h.Roles))
+	for _, r := range h.Roles {
+		if !slices.Contains(roles, string(r)) {
+			roles = append(roles, string(r))
+		}
+	}
+	v := vars{
+		"ansible_host":     unsafe(h.Address),
+		"ansible_port":     port,
+		"ansible_user":     str(h.User, defaultSSHUser),
+		"kao_host_name":    unsafe(h.Name),
+		"kao_host_address": unsafe(h.Address),
+		"kao_host_roles":   strs(roles),
+	}
+	if becomeSudo {
+		v["ansible_become"] = true
+		v["ansible_become_method"] = becomeMethodSudo
+	}
+	return v
+}
+
+// localVars are the connection variables of a host that runs its tasks on the
+// controller: the host cluster and the members, reached with kubeconfigs.
+func localVars() vars {
+	return vars{
+		"ansible_connection":         localConnection,
+		"ansible_python_interpreter": playbookPythonTemplate,
+	}
+}
+
+// memberKubeconfig adds kao_member_kubeconfig when the runner says where it wrote the file.
+func memberKubeconfig(v vars, name string, opts Options) {
+	if opts.MemberKubeconfigPath == nil {
+		return
+	}
+	if p := opts.MemberKubeconfigPath(name); p != "" {
+		v["kao_member_kubeconfig"] = unsafe(p)
+	}
+}
+
+// specMemberVars are the variables of a member listed in spec.members.
+func specMemberVars(m kaov1.MemberSpec, opts Options) vars {
+	v := localVars()
+	v["kao_member_name"] = unsafe(m.Name)
+	v["kao_member_sync_mode"] = unsafe(string(m.SyncMode))
+	memberKubeconfig(v, m.Name, opts)
+	if m.Context != "" {
+		v["kao_member_context"] = unsafe(m.Context)
+	}
+	if m.Provider != "" {
+		v["kao_member_provider"] = unsafe(m.Provider)
+	}
+	if m.Region != "" {
+		v["kao_member_region"] = unsafe(m.Region)
+	}
+	if len(m.Zones) > 0 {
+		v["kao_member_zones"] = strs(m.Zones)
+	}
+	return v
+}
+
+// statusMemberVars are the variables of a member that left spec.members but is still
+// joined: what status.members recorded when it joined.
+func statusMemberVars(m kaov1.MemberStatus, opts Options) vars {
+	v := localVars()
+	v["kao_member_name"] = unsafe(m.Name)
+	if m.SyncMode != "" {
+		v["kao_member_sync_mode"] = unsafe(string(m.SyncMode))
+	}
+	// Without a recorded Secret there is no kubeconfig for the runner to write.
+	if m.KubeconfigSecretRef != nil {
+		memberKubeconfig(v, m.Name, opts)
+	}
+	return v
+}
+
+// deploymentVars are the group variables of all: every deployment-wide setting a
+// role reads, each named here and nowhere taken from the CR.
+func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
+	spec := &kd.Spec
+	containerized := spec.Mode == kaov1.ContainerizedMode
+
+	securePort := int(spec.APIServer.SecurePort)
+	if securePort == 0 {
+		securePort = defaultSecurePort
+	}
+	karmadaVersion := str(spec.Version, unsetVersion)
+	kubeVersion := str(spec.KubernetesVersion, unsetVersion)
+
+	v := vars{
+		"kao_deployment_name":      str(kd.Name, ""),
+		"kao_deployment_namespace": str(kd.Namespace, ""),
+		"kao_mode":                 unsafe(string(spec.Mode)),
+		"kao_karmada_version":      karmadaVersion,
+		"kao_kubernetes_version":   kubeVersion,
+		"kao_api_secure_port":      securePort,
+		"kao_api_cert_sans":        strs(spec.APIServer.CertSANs),
+		"kao_api_service_subnet":   str(spec.APIServer.ServiceSubnet, defaultServiceSubnet),
+		"kao_etcd":                 etcdVars(spec, containerized),
+		"kao_components": map[string]any{
+			"apiserver":               componentVars(spec.APIServer.ComponentSpec, kubeVersion, containerized),
+			"aggregated_apiserver":    componentVars(spec.Components.AggregatedAPIServer, karmadaVersion, containerized),
+			"kube_controller_manager": componentVars(spec.Components.KubeControllerManager, kubeVersion, containerized),
+			"controller_manager":      componentVars(spec.Components.ControllerManager, karmadaVersion, containerized),
+			"scheduler":               componentVars(spec.Components.Scheduler, karmadaVersion, containerized),
+			"webhook":                 componentVars(spec.Components.Webhook, karmadaVersion, containerized),
+		},
+		"kao_addons": map[string]any{
+			"search":              addonVars(spec.Addons.Search, karmadaVersion, containerized),
+			"descheduler":         addonVars(spec.Addons.Descheduler, karmadaVersion, containerized),
+			"metrics_adapter":     addonVars(spec.Addons.MetricsAdapter, karmadaVersion, containerized),
+			"scheduler_estimator": addonVars(spec.Addons.SchedulerEstimator, karmadaVersion, containerized),
+		},
+	}
+	if ep := apiEndpoint(spec, securePort); ep != nil {
+		v["kao_api_endpoint"] = ep
+	}
+	if containerized {
+		v["kao_api_service_type"] = str(string(spec.APIServer.ServiceType), defaultServiceType)
+		hc := spec.HostCluster
+		if hc == nil {
+			hc = &kaov1.HostClusterSpec{}
+		}
+		v["kao_host_cluster"] = map[string]any{
+			"namespace":  str(hc.Namespace, defaultHostClusterNS),
+			"dns_domain": str(hc.DNSDomain, defaultHostClusterDNS),
+			"in_cluster": hc.InCluster,
+		}
+	}
+	return v
+}
+
+// apiEndpoint is spec.apiServer.endpoint, or the first apiServer host's address and
+// the secure port; nil when neither is known (Containerized without an endpoint).
+func apiEndpoint(spec *kaov1.KarmadaDeploymentSpec, securePort int) any {
+	if spec.APIServer.Endpoint != "" {
+		return unsafe(spec.APIServer.Endpoint)
+	}
+	if spec.Mode != kaov1.BinaryMode {
+		return nil
+	}
+	for _, h := range spec.Hosts {
+		if slices.Contains(h.Roles, kaov1.APIServerRole) {
+			return unsafe(net.JoinHostPort(h.Address, strconv.Itoa(securePort)))
+		}
+	}
+	return nil
+}
+
+// etcdVars is kao_etcd: a managed cluster's settings, or an external cluster's endpoints.
+func etcdVars(spec *kaov1.KarmadaDeploymentSpec, containerized bool) map[string]any {
+	if ext := spec.Etcd.External; ext != nil {
+		return map[string]any{
+			"managed":    false,
+			"endpoints":  strs(ext.Endpoints),
+			"key_prefix": str(ext.KeyPrefix, defaultEtcdKeyPrefix),
+		}
+	}
+	m := spec.Etcd.Managed
+	out := map[string]any{
+		"managed":              true,
+		"version":              str(m.Version, unsetVersion),
+		"data_dir":             str(m.DataDir, defaultEtcdDataDir),
+		"purge_data_on_delete": m.PurgeDataOnDelete,
+		"extra_args":           argVars(m.ExtraArgs),
+	}
+	if containerized {
+		replicas := defaultReplicas
+		if m.Replicas != nil {
+			replicas = int(*m.Replicas)
+		}
+		size := ""
+		if m.Storage.Size != nil {
+			size = m.Storage.Size.String()
+		}
+		out["replicas"] = replicas
+		out["storage"] = map[string]any{
+			"type":               str(string(m.Storage.Type), defaultEtcdStorageType),
+			"size":               str(size, defaultEtcdStorageSize),
+			"storage_class_name": str(m.Storage.StorageClassName, ""),
+		}
+	}
+	return out
+}
+
+// componentVars is one entry of kao_components: the effective version (the
+// component's override or its family's version), flags and feature gates, and the
+// replica count in Containerized mode.
+func componentVars(c kaov1.ComponentSpec, familyVersion any, containerized bool) map[string]any {
+	version := familyVersion
+	if c.Version != "" {
+		version = unsafe(c.Version)
+	}
+	gates := slices.Clone(c.FeatureGates)
+	sort.SliceStable(gates, func(i, j int) bool { return gates[i].Name < gates[j].Name })
+	fg := make([]any, 0, len(gates))
+	for _, g := range gates {
+		fg = append(fg, map[string]any{"name": unsafe(g.Name), "enabled": g.Enabled})
+	}
+	out := map[string]any{
+		"version":       version,
+		"extra_args":    argVars(c.ExtraArgs),
+		"feature_gates": fg,
+	}
+	if containerized {
+		replicas := defaultReplicas
+		if c.Replicas != nil {
+			replicas = int(*c.Replicas)
+		}
+		out["replicas"] = replicas
+	}
+	return out
+}
+
+// addonVars is one entry of kao_addons: enabled, plus the component settings.
+func addonVars(a *kaov1.AddonSpec, karmadaVersion any, containerized bool) map[string]any {
+	if a == nil {
+		a = &kaov1.AddonSpec{}
+	}
+	out := componentVars(a.ComponentSpec, karmadaVersion, containerized)
+	out["enabled"] = a.Enabled
+	return out
+}
+
+// argVars renders extra flags as a list of {name, value}, sorted by name (the API
+// keys the list by name, so its order carries no meaning).
+func argVars(args []kaov1.Arg) []any {
+	sorted := slices.Clone(args)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	out := make([]any, 0, len(sorted))
+	for _, a := range sorted {
+		out = append(out, map[string]any{"name": unsafe(a.Name), "value": str(a.Value, "")})
+	}
+	return out
+}
