@@ -87,10 +87,7 @@ func run(opts options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
-	kd := &controllers.KarmadaDeploymentReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorder("kao"),
+	err = controllers.SetupAll(mgr, controllers.Options{
 		StateDir:                opts.stateDir,
 		PlaybookDir:             opts.playbookDir,
 		RolesPath:               filepath.SplitList(opts.rolesPath),
@@ -98,21 +95,9 @@ func run(opts options) error {
 		RunTimeout:              opts.runTimeout,
 		LogRetention:            opts.logRetention,
 		MaxConcurrentReconciles: opts.maxConcurrentReconciles,
-	}
-	if err := kd.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up KarmadaDeployment controller: %w", err)
-	}
-	setups := []struct {
-		kind  string
-		setup func(ctrl.Manager, int) error
-	}{
-		{"EtcdBackup", controllers.SetupEtcdBackupController},
-		{"EtcdRestore", controllers.SetupEtcdRestoreController},
-	}
-	for _, s := range setups {
-		if err := s.setup(mgr, opts.maxConcurrentReconciles); err != nil {
-			return fmt.Errorf("setting up %s controller: %w", s.kind, err)
-		}
+	})
+	if err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)

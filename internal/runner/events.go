@@ -191,8 +191,12 @@ func (t *tracker) recordResult(ts time.Time, event, host, task string, raw json.
 	case eventSkipped:
 		t.log.Line(ts, "skipped", host, task, "")
 	case eventFailed, eventUnreachable:
-		msg := t.redact.Clean(failureMessage(&res), maxMessage)
 		unreachable := event == eventUnreachable
+		text := failureMessage(&res)
+		if unreachable {
+			text = explainUnreachable(text)
+		}
+		msg := t.redact.Clean(text, maxMessage)
 		status := "failed"
 		if unreachable {
 			status = "unreachable"
@@ -235,6 +239,26 @@ func failureMessage(res *hostResult) string {
 		}
 	}
 	return strings.Join(parts, ": ")
+}
+
+// explainUnreachable turns SSH's connection failures, which arrive wrapped in
+// banners and advice, into the one sentence a user acts on.
+func explainUnreachable(msg string) string {
+	switch {
+	case strings.Contains(msg, "REMOTE HOST IDENTIFICATION HAS CHANGED"):
+		return "Host key verification failed: the host's SSH key differs from the one pinned in known_hosts; " +
+			"kao never accepts a changed key (update the known_hosts Secret if the host was reinstalled)"
+	case strings.Contains(msg, "Host key verification failed"):
+		return "Host key verification failed: the host is not in the pinned known_hosts, or its key differs"
+	case strings.Contains(msg, "Permission denied"):
+		return "SSH authentication failed: the host refused the private key (Permission denied)"
+	}
+	for _, line := range strings.Split(msg, "\n") {
+		if i := strings.Index(line, "ssh: connect to host"); i >= 0 {
+			return strings.TrimSpace(line[i:])
+		}
+	}
+	return msg
 }
 
 // rawString renders a JSON value as text: strings unquoted, anything else compact.

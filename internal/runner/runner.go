@@ -260,9 +260,6 @@ func (s *Spec) validate() error {
 		return fmt.Errorf("run directory %q must be an absolute path of letters, digits, '-', '_', '.' and '/'", s.Dir)
 	case s.FactCacheDir != "" && !safePath.MatchString(s.FactCacheDir):
 		return fmt.Errorf("fact cache directory %q must be an absolute path of letters, digits, '-', '_', '.' and '/'", s.FactCacheDir)
-	case len(s.Dir)+len("/cp/")+40 > 104:
-		// SSH control sockets are named <dir>/cp/<40 hex>; Unix sockets allow 108 bytes.
-		return fmt.Errorf("run directory %q is too long for SSH control sockets: keep it under 60 characters", s.Dir)
 	case s.Playbook == "":
 		return errors.New("no playbook given")
 	case len(s.Inventory) == 0:
@@ -290,20 +287,35 @@ type runDir struct {
 
 // prepare writes the run directory: inventory, extra vars, ansible.cfg and
 // the secret files, and computes the scrubbed environment.
-func prepare(spec *Spec) (*runDir, error) {
+func prepare(spec *Spec) (_ *runDir, err error) {
 	if err := os.MkdirAll(filepath.Dir(spec.Dir), 0o700); err != nil {
 		return nil, fmt.Errorf("creating runs directory: %w", err)
 	}
 	if err := os.Mkdir(spec.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating run directory: %w", err)
 	}
+	// SSH control sockets get a short directory of their own: a Unix socket
+	// path holds at most 107 bytes, and ssh names a socket by a 40-character
+	// hash plus a 17-character temporary suffix.
+	controlDir, err := os.MkdirTemp(os.TempDir(), "kao-cp-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the SSH control directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(controlDir)
+		}
+	}()
+	if len(controlDir)+1+40+17 > 107 || !safePath.MatchString(controlDir) {
+		return nil, fmt.Errorf("the temporary directory %s is too long or unusual for SSH control sockets: set TMPDIR to a short path such as /tmp", os.TempDir())
+	}
 	d := &runDir{
 		root:       spec.Dir,
 		inventory:  filepath.Join(spec.Dir, "inventory", "hosts.json"),
 		extraVars:  filepath.Join(spec.Dir, "extravars.json"),
-		controlDir: filepath.Join(spec.Dir, "cp"),
+		controlDir: controlDir,
 	}
-	for _, sub := range []string{"inventory", "home", "tmp", "cp", SecretsDir} {
+	for _, sub := range []string{"inventory", "home", "tmp", SecretsDir} {
 		if err := os.Mkdir(filepath.Join(spec.Dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("creating run directory: %w", err)
 		}
@@ -368,7 +380,7 @@ func (d *runDir) cleanup() {
 	sockets, _ := filepath.Glob(filepath.Join(d.controlDir, "*"))
 	for _, s := range sockets {
 		_ = exec.Command("ssh", "-o", "ControlPath="+s, "-O", "exit", "kao-control-master").Run()
-		_ = os.Remove(s)
 	}
+	_ = os.RemoveAll(d.controlDir)
 	_ = os.RemoveAll(filepath.Join(d.root, SecretsDir))
 }

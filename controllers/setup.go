@@ -1,0 +1,53 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Options configure kao's controllers.
+type Options struct {
+	// StateDir holds run directories and fact caches.
+	StateDir string
+	// PlaybookDir holds the entry playbooks.
+	PlaybookDir string
+	// RolesPath lists role directories.
+	RolesPath []string
+	// MaxForks caps Ansible's parallelism per run.
+	MaxForks int
+	// RunTimeout stops a run that takes longer.
+	RunTimeout time.Duration
+	// LogRetention is how many run logs are kept per deployment.
+	LogRetention int
+	// MaxConcurrentReconciles bounds parallel reconciles per kind.
+	MaxConcurrentReconciles int
+}
+
+// SetupAll registers the KarmadaDeployment, EtcdBackup and EtcdRestore
+// controllers with a manager.
+func SetupAll(mgr ctrl.Manager, o Options) error {
+	kd := &KarmadaDeploymentReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("kao"),
+		StateDir:                o.StateDir,
+		PlaybookDir:             o.PlaybookDir,
+		RolesPath:               o.RolesPath,
+		MaxForks:                o.MaxForks,
+		RunTimeout:              o.RunTimeout,
+		LogRetention:            o.LogRetention,
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+	}
+	if err := kd.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the KarmadaDeployment controller: %w", err)
+	}
+	if err := SetupEtcdBackupController(mgr, o.MaxConcurrentReconciles); err != nil {
+		return fmt.Errorf("setting up the EtcdBackup controller: %w", err)
+	}
+	if err := SetupEtcdRestoreController(mgr, o.MaxConcurrentReconciles); err != nil {
+		return fmt.Errorf("setting up the EtcdRestore controller: %w", err)
+	}
+	return nil
+}

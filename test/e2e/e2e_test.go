@@ -1,0 +1,183 @@
+// Package e2e tests kao end to end on the real test ground: a real
+// kube-apiserver and etcd (make tools), the real ansible-playbook, and SSH
+// into systemd-nspawn test hosts.
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/controllers"
+	"github.com/kao-io/kao/internal/testenv"
+)
+
+var (
+	env    *testenv.Env
+	scheme = runtime.NewScheme()
+	k8s    client.Client
+	// operatorLog collects what the operator logs, to scan for secrets.
+	operatorLog = &lockedBuffer{}
+)
+
+type lockedBuffer struct {
+	mu   sync.Mutex
+	data []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.data = append(b.data, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.data)
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping end-to-end tests in -short mode")
+		os.Exit(0)
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = kaov1.AddToScheme(scheme)
+	ctrl.SetLogger(zap.New(zap.WriteTo(operatorLog)))
+	var err error
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	if k8s, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startOperator runs kao's controllers, with the repository's playbooks and
+// roles, for one namespace until the test ends. It returns the state directory.
+func startOperator(t *testing.T, ns string) string {
+	t.Helper()
+	stateDir, err := os.MkdirTemp("/tmp", "kao-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(stateDir) })
+	skip := true
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller:             config.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := testenv.RepoRoot()
+	err = controllers.SetupAll(mgr, controllers.Options{
+		StateDir:                stateDir,
+		PlaybookDir:             filepath.Join(root, "playbooks"),
+		RolesPath:               []string{filepath.Join(root, "roles")},
+		RunTimeout:              10 * time.Minute,
+		MaxConcurrentReconciles: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return stateDir
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kao-e2e-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
+	if err := k8s.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func get(t *testing.T, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
+	t.Helper()
+	cur := &kaov1.KarmadaDeployment{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kd), cur); err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+// waitForRun waits for the deployment's current generation to finish a run.
+func waitForRun(t *testing.T, kd *kaov1.KarmadaDeployment, timeout time.Duration) *kaov1.KarmadaDeployment {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		if last := cur.Status.LastRun; last != nil && cur.Status.Progress == nil && last.Generation == cur.Generation {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no finished run after %s; status: %+v", timeout, cur.Status)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func deploymentEvents(t *testing.T, kd *kaov1.KarmadaDeployment) []eventsv1.Event {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace(kd.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	out := []eventsv1.Event{}
+	for _, e := range list.Items {
+		if e.Regarding.Name == kd.Name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
