@@ -30,6 +30,10 @@ help: ## Show this help.
 tools: ## Build the pinned tools (kube-apiserver, etcd, Karmada, controller-gen, golangci-lint) into the cache.
 	$(TOOLS) build
 
+.PHONY: artifacts
+artifacts: ## Assemble the offline bundle (binaries, Karmada CRDs, SHA256SUMS) into KAO_ARTIFACTS_DIR (default _out/artifacts).
+	hack/artifacts.sh
+
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC into config/.
 	$(CONTROLLER_GEN) rbac:roleName=kao-manager crd paths="./api/...;./controllers/...;./cmd/..." \

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/runner"
 	inventory "github.com/kao-io/kao/inventory-plugin"
 )
@@ -28,6 +30,8 @@ type runInputs struct {
 	knownHosts []byte
 	// kubeconfigs holds member kubeconfigs by member name.
 	kubeconfigs map[string][]byte
+	// pki holds the deployment's certificates and keys.
+	pki pki.Bundle
 }
 
 // secretValue reads one key of a Secret in the deployment's namespace. field
@@ -88,6 +92,11 @@ func (in *runInputs) secretValues() [][]byte {
 	for _, name := range sortedKeys(in.kubeconfigs) {
 		out = append(out, in.kubeconfigs[name])
 	}
+	for _, name := range sortedKeys(in.pki) {
+		if strings.HasSuffix(name, ".key") {
+			out = append(out, in.pki[name])
+		}
+	}
 	return out
 }
 
@@ -110,6 +119,16 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(kd *kaov1.KarmadaDeployment, 
 	if err != nil {
 		return runner.Spec{}, fmt.Errorf("encoding the inventory: %w", err)
 	}
+	extraVars := map[string]any{"kao_run_id": runID}
+	if kd.Spec.Mode == kaov1.BinaryMode {
+		a, err := r.resolveArtifacts(kd)
+		if err != nil {
+			return runner.Spec{}, err
+		}
+		for k, v := range a.extraVars() {
+			extraVars[k] = v
+		}
+	}
 	groups := map[string][]string{}
 	for _, g := range inventoryGroups {
 		groups[g] = inv.Hosts(g)
@@ -120,7 +139,7 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(kd *kaov1.KarmadaDeployment, 
 		Playbook:      filepath.Join(r.PlaybookDir, playbook),
 		Inventory:     invJSON,
 		Groups:        groups,
-		ExtraVars:     map[string]any{"kao_run_id": runID},
+		ExtraVars:     extraVars,
 		SSHPrivateKey: in.sshKey,
 		KnownHosts:    in.knownHosts,
 		RolesPath:     r.RolesPath,
@@ -134,6 +153,12 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(kd *kaov1.KarmadaDeployment, 
 	}
 	for _, name := range sortedKeys(in.kubeconfigs) {
 		spec.Secrets = append(spec.Secrets, runner.File{Path: filepath.Join("members", name+".kubeconfig"), Data: in.kubeconfigs[name]})
+	}
+	if len(in.pki) > 0 {
+		for _, name := range sortedKeys(in.pki) {
+			spec.Secrets = append(spec.Secrets, runner.File{Path: filepath.Join("pki", name), Data: in.pki[name]})
+		}
+		spec.ExtraVars["kao_pki_dir"] = unsafeString(filepath.Join(dir, runner.SecretsDir, "pki"))
 	}
 	return spec, nil
 }

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/probe"
 	"github.com/kao-io/kao/internal/runner"
 )
 
@@ -53,6 +54,10 @@ type KarmadaDeploymentReconciler struct {
 	Recorder events.EventRecorder
 	// Run runs playbooks; runner.Run when nil.
 	Run PlaybookRunner
+	// ProbeInterval is how often an installed control plane is probed; defaultProbeInterval when zero.
+	ProbeInterval time.Duration
+	// EtcdProber asks etcd members for their health; probe.Etcd when nil.
+	EtcdProber probe.EtcdProber
 	// Clock tells the time; a fake in tests moves backoff along.
 	Clock clock.PassiveClock
 	// StateDir holds run directories and fact caches.
@@ -61,6 +66,8 @@ type KarmadaDeploymentReconciler struct {
 	PlaybookDir string
 	// RolesPath lists role directories.
 	RolesPath []string
+	// ArtifactsDir is the default offline bundle for Binary deployments.
+	ArtifactsDir string
 	// MaxForks caps Ansible's parallelism per run.
 	MaxForks int
 	// RunTimeout stops a run that takes longer; defaultRunTimeout when zero.
@@ -80,7 +87,7 @@ type KarmadaDeploymentReconciler struct {
 
 // +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments/status;karmadadeployments/finalizers,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -201,8 +208,8 @@ func (r *KarmadaDeploymentReconciler) reconcileNormal(ctx context.Context, s *sc
 			ctrl.LoggerFrom(ctx).V(1).Info("Waiting before the next run", "reason", decision.reason, "wait", decision.wait)
 			return ctrl.Result{RequeueAfter: decision.wait}, nil
 		}
-		setProbeConditions(kd)
-		return ctrl.Result{}, nil
+		setCertificatesCondition(kd, now)
+		return ctrl.Result{RequeueAfter: r.observe(ctx, kd)}, nil
 	}
 	ctrl.LoggerFrom(ctx).Info("Starting a run", "playbook", installPlaybook, "reason", decision.reason)
 	return r.startRun(ctx, s, installPlaybook)
@@ -252,6 +259,11 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	dir := filepath.Join(runsDir(r.StateDir, kd.UID), runID)
 
 	in, err := r.gatherInputs(ctx, kd)
+	if err == nil && playbook == installPlaybook {
+		in.pki, err = r.ensurePKI(ctx, kd, now)
+	} else if err == nil && kd.Status.Certificates != nil {
+		in.pki, err = r.readPKI(ctx, kd) // uninstall needs no new certificates
+	}
 	var spec runner.Spec
 	if err == nil {
 		spec, err = r.buildRunSpec(kd, in, runID, dir, playbook)

@@ -101,6 +101,32 @@ func TestRunProgressAndResultAreWrittenToStatus(t *testing.T) {
 	}
 	waitForEvent(t, kd, "PlaybookStarted")
 	waitForEvent(t, kd, "PlaybookSucceeded")
+	waitForEvent(t, kd, "CertificatesIssued")
+
+	// Certificates are issued before the run, kept in a Secret the deployment
+	// owns, and their expiry is in status.
+	certified := waitFor(t, kd, 20*time.Second, "CertificatesValid", func(kd *kaov1.KarmadaDeployment) bool {
+		c := condition(kd, kaov1.CertificatesValidCondition)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	if n := len(certified.Status.Certificates); n < 10 {
+		t.Errorf("status.certificates lists %d certificates", n)
+	}
+	for _, c := range certified.Status.Certificates {
+		if left := time.Until(c.NotAfter.Time); left < 300*24*time.Hour {
+			t.Errorf("certificate %s expires in %s, want about a year (a CA ten)", c.Name, left)
+		}
+	}
+	secret := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "progress-pki"}, secret); err != nil {
+		t.Fatalf("the PKI Secret: %v", err)
+	}
+	if refs := secret.OwnerReferences; len(refs) != 1 || refs[0].UID != certified.UID {
+		t.Errorf("the PKI Secret must be owned by its deployment: %+v", refs)
+	}
+	if len(secret.Data["ca.key"]) == 0 || len(secret.Data["sa.key"]) == 0 {
+		t.Error("the PKI Secret lacks the CA or service account key")
+	}
 }
 
 func TestFailedRunIsReportedAndBacksOff(t *testing.T) {

@@ -15,6 +15,8 @@ type Options struct {
 	PlaybookDir string
 	// RolesPath lists role directories.
 	RolesPath []string
+	// ArtifactsDir is the default offline bundle for Binary deployments.
+	ArtifactsDir string
 	// MaxForks caps Ansible's parallelism per run.
 	MaxForks int
 	// RunTimeout stops a run that takes longer.
@@ -23,6 +25,8 @@ type Options struct {
 	LogRetention int
 	// MaxConcurrentReconciles bounds parallel reconciles per kind.
 	MaxConcurrentReconciles int
+	// ProbeInterval is how often installed control planes are probed.
+	ProbeInterval time.Duration
 }
 
 // SetupAll registers the KarmadaDeployment, EtcdBackup and EtcdRestore
@@ -35,10 +39,12 @@ func SetupAll(mgr ctrl.Manager, o Options) error {
 		StateDir:                o.StateDir,
 		PlaybookDir:             o.PlaybookDir,
 		RolesPath:               o.RolesPath,
+		ArtifactsDir:            o.ArtifactsDir,
 		MaxForks:                o.MaxForks,
 		RunTimeout:              o.RunTimeout,
 		LogRetention:            o.LogRetention,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		ProbeInterval:           o.ProbeInterval,
 	}
 	if err := kd.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the KarmadaDeployment controller: %w", err)

@@ -78,14 +78,16 @@ func setRunResultCondition(kd *kaov1.KarmadaDeployment, res *runner.Result) {
 	}
 }
 
-// setProbeConditions records the health conditions. Probing the installed
-// control plane (readyz, etcd health, member clusters) arrives with the
-// install roles; until then they stay Unknown and say so.
+// setProbeConditions resets the health conditions kao cannot probe yet to
+// Unknown, saying so; observe then overwrites those it can probe.
 func setProbeConditions(kd *kaov1.KarmadaDeployment) {
-	for _, t := range []string{kaov1.ReadyCondition, kaov1.ControlPlaneReadyCondition, kaov1.EtcdHealthyCondition,
-		kaov1.MembersReadyCondition, kaov1.CertificatesValidCondition} {
+	for _, t := range []string{kaov1.ReadyCondition, kaov1.ControlPlaneReadyCondition, kaov1.MembersReadyCondition} {
 		setCondition(kd, t, metav1.ConditionUnknown, kaov1.NotImplementedReason,
-			"kao does not probe the installed control plane yet")
+			"kao does not probe karmada-apiserver and the member clusters yet")
+	}
+	if kd.Spec.Mode != kaov1.BinaryMode || kd.Spec.Etcd.Managed == nil {
+		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionUnknown, kaov1.NotImplementedReason,
+			"kao probes only managed etcd in Binary mode so far")
 	}
 }
 

@@ -83,6 +83,10 @@ const (
 	CertificatesCurrentReason = "CertificatesCurrent"
 	// CertificatesExpiringReason means a certificate is inside its renewal window.
 	CertificatesExpiringReason = "CertificatesExpiring"
+	// TrustRootUnusableReason means a CA or the service account key is lost or
+	// broken while certificates it signed are still in use: a person must
+	// restore it, or remove its dependents from the PKI Secret.
+	TrustRootUnusableReason = "TrustRootUnusable"
 	// CertificatesExpiredReason means a certificate has expired.
 	CertificatesExpiredReason = "CertificatesExpired"
 )

@@ -31,6 +31,7 @@ type options struct {
 	stateDir                string
 	playbookDir             string
 	rolesPath               string
+	artifactsDir            string
 	maxForks                int
 	runTimeout              time.Duration
 	logRetention            int
@@ -46,6 +47,7 @@ func main() {
 	flag.StringVar(&opts.stateDir, "state-dir", "/var/lib/kao", "Directory for run directories, fact caches and logs.")
 	flag.StringVar(&opts.playbookDir, "playbook-dir", "/opt/kao/playbooks", "Directory holding kao's entry playbooks.")
 	flag.StringVar(&opts.rolesPath, "roles-path", "/opt/kao/roles", "Colon-separated directories holding roles.")
+	flag.StringVar(&opts.artifactsDir, "artifacts-dir", "/opt/kao/artifacts", "Default offline bundle (make artifacts) for Binary deployments without spec.artifacts.")
 	flag.IntVar(&opts.maxForks, "max-forks", 25, "Most hosts one ansible-playbook works on at once.")
 	flag.DurationVar(&opts.runTimeout, "run-timeout", 60*time.Minute, "Longest a playbook run may take before it is stopped.")
 	flag.IntVar(&opts.logRetention, "log-retention", 5, "Run logs (ConfigMaps and run directories) kept per KarmadaDeployment.")
@@ -91,6 +93,7 @@ func run(opts options) error {
 		StateDir:                opts.stateDir,
 		PlaybookDir:             opts.playbookDir,
 		RolesPath:               filepath.SplitList(opts.rolesPath),
+		ArtifactsDir:            opts.artifactsDir,
 		MaxForks:                opts.maxForks,
 		RunTimeout:              opts.runTimeout,
 		LogRetention:            opts.logRetention,

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -31,9 +32,11 @@ import (
 )
 
 var (
-	env    *testenv.Env
-	scheme = runtime.NewScheme()
-	k8s    client.Client
+	env *testenv.Env
+	// artifactsDir is the offline bundle built by hack/artifacts.sh.
+	artifactsDir string
+	scheme       = runtime.NewScheme()
+	k8s          client.Client
 	// operatorLog collects what the operator logs, to scan for secrets.
 	operatorLog = &lockedBuffer{}
 )
@@ -69,6 +72,14 @@ func run(m *testing.M) int {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = kaov1.AddToScheme(scheme)
 	ctrl.SetLogger(zap.New(zap.WriteTo(operatorLog)))
+	artifactsDir = filepath.Join(testenv.RepoRoot(), "_out", "artifacts")
+	build := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "artifacts.sh"))
+	build.Env = append(os.Environ(), "KAO_ARTIFACTS_DIR="+artifactsDir)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the artifacts bundle (hack/artifacts.sh): %v\n", err)
+		return 1
+	}
 	var err error
 	if env, err = testenv.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -107,8 +118,10 @@ func startOperator(t *testing.T, ns string) string {
 		StateDir:                stateDir,
 		PlaybookDir:             filepath.Join(root, "playbooks"),
 		RolesPath:               []string{filepath.Join(root, "roles")},
+		ArtifactsDir:            artifactsDir,
 		RunTimeout:              10 * time.Minute,
 		MaxConcurrentReconciles: 2,
+		ProbeInterval:           3 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

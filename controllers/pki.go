@@ -1,0 +1,192 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
+)
+
+// Defaults of fields the API leaves optional.
+const (
+	defaultSecurePort    = 5443
+	defaultServiceSubnet = "10.96.0.0/12"
+)
+
+// pkiSecretName names the Secret holding a deployment's certificates and keys.
+func pkiSecretName(kd *kaov1.KarmadaDeployment) string {
+	return truncateString(kd.Name, 249) + "-pki"
+}
+
+// pkiRequest describes the certificates a deployment needs.
+func pkiRequest(kd *kaov1.KarmadaDeployment) pki.Request {
+	spec := kd.Spec
+	req := pki.Request{
+		ExtraSANs:     spec.APIServer.CertSANs,
+		ServiceSubnet: spec.APIServer.ServiceSubnet,
+		ExternalEtcd:  spec.Etcd.External != nil,
+	}
+	if req.ServiceSubnet == "" {
+		req.ServiceSubnet = defaultServiceSubnet
+	}
+	for _, h := range spec.Hosts {
+		host := pki.Host{Name: h.Name, Address: h.Address}
+		for _, role := range h.Roles {
+			switch role {
+			case kaov1.EtcdRole:
+				req.EtcdHosts = append(req.EtcdHosts, host)
+			case kaov1.APIServerRole:
+				req.APIServerHosts = append(req.APIServerHosts, host)
+			case kaov1.ControlPlaneRole:
+				req.ControlPlaneHosts = append(req.ControlPlaneHosts, host)
+			}
+		}
+	}
+	req.Endpoint = apiEndpoint(kd)
+	c := spec.Certificates
+	if c.Validity != nil {
+		req.Validity = c.Validity.Duration
+	}
+	if c.CAValidity != nil {
+		req.CAValidity = c.CAValidity.Duration
+	}
+	if c.RenewBefore != nil {
+		req.RenewBefore = c.RenewBefore.Duration
+	}
+	return req
+}
+
+// apiEndpoint is the host:port clients reach karmada-apiserver at: the spec's
+// endpoint, else the first apiServer host.
+func apiEndpoint(kd *kaov1.KarmadaDeployment) string {
+	if kd.Spec.APIServer.Endpoint != "" {
+		return kd.Spec.APIServer.Endpoint
+	}
+	port := int(kd.Spec.APIServer.SecurePort)
+	if port == 0 {
+		port = defaultSecurePort
+	}
+	for _, h := range kd.Spec.Hosts {
+		for _, role := range h.Roles {
+			if role == kaov1.APIServerRole {
+				return net.JoinHostPort(h.Address, strconv.Itoa(port))
+			}
+		}
+	}
+	return ""
+}
+
+// readPKI reads a deployment's certificate bundle.
+func (r *KarmadaDeploymentReconciler) readPKI(ctx context.Context, kd *kaov1.KarmadaDeployment) (pki.Bundle, error) {
+	secret := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: kd.Namespace, Name: pkiSecretName(kd)}
+	if err := r.APIReader.Get(ctx, key, secret); err != nil {
+		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
+	}
+	return pki.Bundle(secret.Data), nil
+}
+
+// ensurePKI issues or renews the deployment's certificates, keeps them in a
+// Secret owned by the deployment, and records their expiry in status.
+func (r *KarmadaDeploymentReconciler) ensurePKI(ctx context.Context, kd *kaov1.KarmadaDeployment, now time.Time) (pki.Bundle, error) {
+	secret := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: kd.Namespace, Name: pkiSecretName(kd)}
+	exists := true
+	if err := r.APIReader.Get(ctx, key, secret); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading Secret %s: %w", key, err)
+		}
+		exists = false
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
+			Labels: map[string]string{DeploymentUIDLabel: string(kd.UID)}}}
+	}
+	bundle, certs, changed, err := pki.Ensure(pki.Bundle(secret.Data), pkiRequest(kd), now)
+	var broken *pki.TrustRootError
+	if errors.As(err, &broken) {
+		setCondition(kd, kaov1.CertificatesValidCondition, metav1.ConditionFalse, kaov1.TrustRootUnusableReason, err.Error())
+	}
+	if err != nil {
+		return nil, &inputError{fmt.Sprintf("issuing certificates from Secret %s: %v", key, err)}
+	}
+	if len(changed) > 0 || !exists {
+		secret.Type = corev1.SecretTypeOpaque
+		secret.Data = bundle
+		if err := controllerutil.SetControllerReference(kd, secret, r.Client.Scheme()); err != nil {
+			return nil, fmt.Errorf("owning Secret %s: %w", key, err)
+		}
+		if exists {
+			err = r.Client.Update(ctx, secret)
+		} else {
+			err = r.Client.Create(ctx, secret)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("storing certificates in Secret %s: %w", key, err)
+		}
+		sort.Strings(changed)
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "CertificatesIssued", "Issue",
+			"Issued %s", truncateString(strings.Join(changed, ", "), 900))
+	}
+	kd.Status.Certificates = certificateStatus(certs, key.Name)
+	return bundle, nil
+}
+
+// certificateStatus lists issued certificates for status, soonest expiry first.
+func certificateStatus(certs []pki.Cert, secret string) []kaov1.CertificateStatus {
+	out := make([]kaov1.CertificateStatus, 0, len(certs))
+	for _, c := range certs {
+		out = append(out, kaov1.CertificateStatus{
+			Name: c.Name, SecretName: secret, NotBefore: timePtr(c.NotBefore), NotAfter: metav1.NewTime(c.NotAfter),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].NotAfter.Equal(&out[j].NotAfter) {
+			return out[i].NotAfter.Before(&out[j].NotAfter)
+		}
+		return out[i].Name < out[j].Name
+	})
+	if len(out) > 64 {
+		out = out[:64]
+	}
+	return out
+}
+
+// defaultRenewBefore mirrors the PKI default: renew leaves 30 days before expiry.
+const defaultRenewBefore = 720 * time.Hour
+
+// setCertificatesCondition says whether every issued certificate is valid and
+// outside its renewal window.
+func setCertificatesCondition(kd *kaov1.KarmadaDeployment, now time.Time) {
+	certs := kd.Status.Certificates
+	if len(certs) == 0 {
+		return
+	}
+	renewBefore := defaultRenewBefore
+	if rb := kd.Spec.Certificates.RenewBefore; rb != nil {
+		renewBefore = rb.Duration
+	}
+	first := certs[0] // sorted by expiry
+	switch {
+	case now.After(first.NotAfter.Time):
+		setCondition(kd, kaov1.CertificatesValidCondition, metav1.ConditionFalse, kaov1.CertificatesExpiredReason,
+			fmt.Sprintf("certificate %s expired at %s", first.Name, first.NotAfter.UTC().Format(time.RFC3339)))
+	case now.Add(renewBefore).After(first.NotAfter.Time):
+		setCondition(kd, kaov1.CertificatesValidCondition, metav1.ConditionFalse, kaov1.CertificatesExpiringReason,
+			fmt.Sprintf("certificate %s expires at %s, inside its renewal window", first.Name, first.NotAfter.UTC().Format(time.RFC3339)))
+	default:
+		setCondition(kd, kaov1.CertificatesValidCondition, metav1.ConditionTrue, kaov1.CertificatesCurrentReason,
+			fmt.Sprintf("%d certificates valid; the first to expire is %s at %s", len(certs), first.Name, first.NotAfter.UTC().Format(time.RFC3339)))
+	}
+}

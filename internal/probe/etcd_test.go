@@ -1,0 +1,77 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kao-io/kao/internal/testenv"
+)
+
+// freePort returns a loopback port nobody listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startEtcd runs the real etcd built by `make tools` on loopback and returns its client URL.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(filepath.Join(assets, "etcd"), "--name=m1", "--data-dir="+t.TempDir(),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=m1="+peer)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return client
+}
+
+func TestEtcdProbeReportsHealthLeaderAndQuorum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the etcd binary from make tools")
+	}
+	url := startEtcd(t)
+	deadline := time.Now().Add(20 * time.Second)
+	var h EtcdHealth
+	for time.Now().Before(deadline) {
+		h = Etcd{}.Etcd(context.Background(), map[string]string{"m1": url, "gone": "http://127.0.0.1:1"}, nil)
+		if h.Healthy == 1 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if h.Healthy != 1 || h.Summary() != "1/2" {
+		t.Fatalf("want m1 healthy and gone unhealthy, got %+v", h)
+	}
+	if h.Leader != "m1" || !h.Members[1].Leader || h.Members[1].ID == "" {
+		t.Errorf("m1 leads a one-member cluster, got %+v", h)
+	}
+	if h.HasQuorum() {
+		t.Error("1 of 2 members is no quorum")
+	}
+	if !strings.HasPrefix(h.Problems(), "gone: ") || h.Members[0].Healthy {
+		t.Errorf("the dead member must be named with a reason: %q", h.Problems())
+	}
+	if one := (Etcd{}).Etcd(context.Background(), map[string]string{"m1": url}, nil); !one.HasQuorum() || one.Problems() != "" {
+		t.Errorf("a healthy single member has quorum and no problems: %+v", one)
+	}
+}

@@ -1,0 +1,261 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/test/hosts"
+)
+
+// binaryDeployment describes a Binary control plane on the test hosts: etcd on
+// all three, karmada-apiserver on the first two behind an endpoint, the other
+// components on the last two.
+func binaryDeployment(ns, name, sshSecret string, hs []hosts.Host) *kaov1.KarmadaDeployment {
+	roles := [][]kaov1.HostRole{
+		{kaov1.EtcdRole, kaov1.APIServerRole},
+		{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole},
+		{kaov1.EtcdRole, kaov1.ControlPlaneRole},
+	}
+	kd := &kaov1.KarmadaDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: kaov1.KarmadaDeploymentSpec{
+			Mode:    kaov1.BinaryMode,
+			Version: "v1.18.1",
+			SSH: &kaov1.SSHSpec{
+				PrivateKeySecretRef: kaov1.SecretKeyReference{Name: sshSecret, Key: "id_ed25519"},
+				KnownHostsSecretRef: kaov1.SecretKeyReference{Name: sshSecret, Key: "known_hosts"},
+			},
+			APIServer: kaov1.APIServerSpec{Endpoint: hs[0].Address + ":5443"},
+			Etcd:      kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
+		},
+	}
+	for i, h := range hs {
+		kd.Spec.Hosts = append(kd.Spec.Hosts, kaov1.Host{Name: h.Name, Address: h.Address, Port: int32(h.Port), User: h.User, Roles: roles[i%len(roles)]})
+	}
+	return kd
+}
+
+// rerun makes the operator run the install playbook again by starting a new
+// generation: pausing and unpausing changes the spec and nothing else.
+func rerun(t *testing.T, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
+	t.Helper()
+	for _, paused := range []bool{true, false} {
+		// The operator writes status all the time: retry on conflicts.
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			cur := get(t, kd)
+			cur.Spec.Paused = paused
+			return k8s.Update(context.Background(), cur)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return waitForRun(t, kd, 5*time.Minute)
+}
+
+// waitForCondition waits until a condition has the status and reason.
+func waitForCondition(t *testing.T, kd *kaov1.KarmadaDeployment, ct string, status metav1.ConditionStatus, reason string, timeout time.Duration) *kaov1.KarmadaDeployment {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		if c := meta.FindStatusCondition(cur.Status.Conditions, ct); c != nil && c.Status == status && c.Reason == reason {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not become %s/%s within %s: %+v", ct, status, reason, timeout, meta.FindStatusCondition(cur.Status.Conditions, ct))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// wrongKnownHosts pins the first host's address to the second host's keys.
+func wrongKnownHosts(knownHosts []byte, first, second string) []byte {
+	wrong := []string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(knownHosts)), "\n") {
+		fields := strings.Fields(l)
+		if len(fields) != 3 {
+			continue
+		}
+		patterns := strings.Split(fields[0], ",")
+		if slices.Contains(patterns, first) {
+			continue
+		}
+		wrong = append(wrong, l)
+		if slices.Contains(patterns, second) {
+			wrong = append(wrong, first+" "+fields[1]+" "+fields[2])
+		}
+	}
+	return []byte(strings.Join(wrong, "\n") + "\n")
+}
+
+// TestBinaryInstall installs a Binary control plane on three SSH hosts with
+// pinned host keys and uses it as an SRE would: health in status, an
+// idempotent re-run, a powered-off etcd host, a changed host key, deletion.
+func TestBinaryInstall(t *testing.T) {
+	dc := hosts.Start(t, 3)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	stateDir := startOperator(t, ns)
+
+	key, err := os.ReadFile(dc.PrivateKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	knownHosts, err := os.ReadFile(dc.KnownHostsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, ns, "dc-ssh", map[string][]byte{"id_ed25519": key, "known_hosts": knownHosts})
+	nodes := dc.Hosts()
+
+	kd := binaryDeployment(ns, "dc", "dc-ssh", nodes)
+	if err := k8s.Create(ctx, kd); err != nil {
+		t.Fatal(err)
+	}
+	done := waitForRun(t, kd, 5*time.Minute)
+	if done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the install failed: %+v", done.Status.LastRun)
+	}
+	for _, h := range done.Status.LastRun.Hosts {
+		if h.Name != "localhost" && (h.OK < 4 || h.Failed != 0 || h.Unreachable != 0) {
+			t.Errorf("host %s did not run the install: %+v", h.Name, h)
+		}
+	}
+
+	// Health comes from probing etcd, not from the playbook.
+	healthy := waitForCondition(t, kd, kaov1.EtcdHealthyCondition, metav1.ConditionTrue, kaov1.EtcdMembersHealthyReason, time.Minute)
+	if e := healthy.Status.Etcd; e == nil || e.Healthy != "3/3" || e.Leader == "" || len(e.Members) != 3 {
+		t.Errorf("status.etcd does not show three healthy members and a leader: %+v", e)
+	}
+	if len(healthy.Status.Certificates) < 10 {
+		t.Errorf("status.certificates lists %d certificates", len(healthy.Status.Certificates))
+	}
+	waitForCondition(t, kd, kaov1.CertificatesValidCondition, metav1.ConditionTrue, kaov1.CertificatesCurrentReason, time.Minute)
+
+	// A second run of an unchanged spec changes nothing on any host.
+	again := rerun(t, kd)
+	if again.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the re-run failed: %+v", again.Status.LastRun)
+	}
+	for _, h := range again.Status.LastRun.Hosts {
+		if h.Changed != 0 {
+			t.Errorf("the re-run changed %d things on %s: not idempotent", h.Changed, h.Name)
+		}
+	}
+
+	// Power off one etcd host: etcd keeps quorum and status says what is wrong.
+	if err := dc.Stop(ctx, nodes[2].Name); err != nil {
+		t.Fatal(err)
+	}
+	degraded := waitForCondition(t, kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdMembersUnhealthyReason, 2*time.Minute)
+	c := meta.FindStatusCondition(degraded.Status.Conditions, kaov1.EtcdHealthyCondition)
+	if !strings.Contains(c.Message, "2/3 members healthy") || !strings.Contains(c.Message, nodes[2].Name) {
+		t.Errorf("EtcdHealthy does not say which member is down: %q", c.Message)
+	}
+	if err := dc.Start(ctx, nodes[2].Name); err != nil {
+		t.Fatal(err)
+	}
+	waitForCondition(t, kd, kaov1.EtcdHealthyCondition, metav1.ConditionTrue, kaov1.EtcdMembersHealthyReason, 3*time.Minute)
+
+	// A changed host key is refused, never trusted: the run fails naming the host.
+	sshSecret := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dc-ssh"}, sshSecret); err != nil {
+		t.Fatal(err)
+	}
+	sshSecret.Data["known_hosts"] = wrongKnownHosts(knownHosts, nodes[0].Address, nodes[1].Address)
+	if err := k8s.Update(ctx, sshSecret); err != nil {
+		t.Fatal(err)
+	}
+	refusedRun := rerun(t, kd)
+	last := refusedRun.Status.LastRun
+	if last.Result != kaov1.RunFailed {
+		t.Fatalf("a changed host key was accepted: %+v", last)
+	}
+	refused := false
+	for _, f := range last.FailedTasks {
+		refused = refused || f.Host == nodes[0].Name && f.Unreachable && strings.Contains(f.Message, "Host key verification failed")
+		if f.Host != nodes[0].Name {
+			t.Errorf("only %s has a wrong key, but %s failed: %+v", nodes[0].Name, f.Host, f)
+		}
+	}
+	if !refused {
+		t.Errorf("the failure does not say the host key was refused: %+v", last.FailedTasks)
+	}
+	if c := meta.FindStatusCondition(refusedRun.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Reason != kaov1.HostUnreachableReason {
+		t.Errorf("PlaybookSucceeded does not say a host was unreachable: %+v", c)
+	}
+	sshSecret.Data["known_hosts"] = knownHosts
+	if err := k8s.Update(ctx, sshSecret); err != nil {
+		t.Fatal(err)
+	}
+	if fixed := rerun(t, kd); fixed.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the run after restoring known_hosts failed: %+v", fixed.Status.LastRun)
+	}
+
+	// No byte of the SSH key or of any private key kao issued appears anywhere kao writes.
+	final := get(t, kd)
+	pkiSecret := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dc-pki"}, pkiSecret); err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{"SSH key": strings.Split(strings.TrimSpace(string(key)), "\n")[1]}
+	for name, data := range pkiSecret.Data {
+		if strings.HasSuffix(name, ".key") {
+			secrets[name] = strings.Split(strings.TrimSpace(string(data)), "\n")[1]
+		}
+	}
+	status, _ := json.Marshal(final.Status)
+	evs, _ := json.Marshal(deploymentEvents(t, kd))
+	places := map[string]string{"status": string(status), "Events": string(evs), "operator log": operatorLog.String()}
+	_ = filepath.Walk(stateDir, func(path string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			data, _ := os.ReadFile(path)
+			places[path] = string(data)
+		}
+		return nil
+	})
+	for where, text := range places {
+		for what, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("%s leaked into %s", what, where)
+			}
+		}
+	}
+
+	// Deletion stops and removes the services; etcd data stays (no purge asked).
+	if err := k8s.Delete(ctx, final); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(kd), &kaov1.KarmadaDeployment{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deployment was not released: %+v", get(t, kd).Status.LastRun)
+		}
+		time.Sleep(time.Second)
+	}
+	for _, n := range nodes {
+		out, _ := dc.Run(ctx, n.Name, "systemctl is-active karmada-etcd; test -f /etc/systemd/system/karmada-etcd.service && echo unit-left; test -d /var/lib/karmada-etcd && echo data-kept")
+		if strings.Contains(out, "unit-left") || !strings.Contains(out, "inactive") || !strings.Contains(out, "data-kept") {
+			t.Errorf("after deletion %s shows: %q (want the service gone and the data kept)", n.Name, out)
+		}
+	}
+}
