@@ -65,6 +65,12 @@ lint: ## Run golangci-lint, yamllint and ansible-lint.
 	yamllint -s .
 	@if [ -n "$$(ls roles playbooks 2>/dev/null | grep -v README)" ]; then ansible-lint --offline playbooks roles; else echo "ansible-lint: no playbooks or roles yet"; fi
 
+##@ Demo
+
+.PHONY: demo
+demo: ## Install kao's control plane on three local test hosts and show it live (root).
+	go run ./hack/demo
+
 ##@ Test
 
 .PHONY: test

@@ -58,6 +58,8 @@ type KarmadaDeploymentReconciler struct {
 	ProbeInterval time.Duration
 	// EtcdProber asks etcd members for their health; probe.Etcd when nil.
 	EtcdProber probe.EtcdProber
+	// ReadyzProber asks API servers for /readyz; probe.Readyz when nil.
+	ReadyzProber probe.ReadyzProber
 	// Clock tells the time; a fake in tests moves backoff along.
 	Clock clock.PassiveClock
 	// StateDir holds run directories and fact caches.

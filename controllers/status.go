@@ -85,6 +85,10 @@ func setProbeConditions(kd *kaov1.KarmadaDeployment) {
 		setCondition(kd, t, metav1.ConditionUnknown, kaov1.NotImplementedReason,
 			"kao does not probe karmada-apiserver and the member clusters yet")
 	}
+	if kd.Spec.Mode == kaov1.BinaryMode {
+		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionUnknown, kaov1.NotImplementedReason,
+			"kao does not install every Karmada component yet, so it cannot call the control plane ready")
+	}
 	if kd.Spec.Mode != kaov1.BinaryMode || kd.Spec.Etcd.Managed == nil {
 		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionUnknown, kaov1.NotImplementedReason,
 			"kao probes only managed etcd in Binary mode so far")

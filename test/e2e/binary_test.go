@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -83,6 +84,24 @@ func waitForCondition(t *testing.T, kd *kaov1.KarmadaDeployment, ct string, stat
 	}
 }
 
+// waitForComponent waits until status.components reports the component ready.
+func waitForComponent(t *testing.T, kd *kaov1.KarmadaDeployment, name string, timeout time.Duration) *kaov1.KarmadaDeployment {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		for _, c := range cur.Status.Components {
+			if c.Name == name && c.Ready {
+				return cur
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("component %s is not ready after %s: %+v", name, timeout, cur.Status.Components)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // wrongKnownHosts pins the first host's address to the second host's keys.
 func wrongKnownHosts(knownHosts []byte, first, second string) []byte {
 	wrong := []string{}
@@ -146,6 +165,26 @@ func TestBinaryInstall(t *testing.T) {
 		t.Errorf("status.certificates lists %d certificates", len(healthy.Status.Certificates))
 	}
 	waitForCondition(t, kd, kaov1.CertificatesValidCondition, metav1.ConditionTrue, kaov1.CertificatesCurrentReason, time.Minute)
+
+	// karmada-apiserver answers /readyz on both hosts, and the exported admin
+	// kubeconfig reaches it through the endpoint, as a user would.
+	probed := waitForComponent(t, kd, "karmada-apiserver", time.Minute)
+	if ref := probed.Status.KubeconfigSecretRef; ref == nil || probed.Status.Endpoint != nodes[0].Address+":5443" {
+		t.Fatalf("no exported kubeconfig or endpoint in status: %+v %q", ref, probed.Status.Endpoint)
+	}
+	kubeconfigSecret := &corev1.Secret{}
+	ref := probed.Status.KubeconfigSecretRef
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, kubeconfigSecret); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "karmada.kubeconfig")
+	if err := os.WriteFile(kubeconfig, kubeconfigSecret.Data[ref.Key], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), "--kubeconfig", kubeconfig, "get", "--raw", "/readyz").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("kubectl get --raw /readyz with the exported kubeconfig: %v: %s", err, out)
+	}
 
 	// A second run of an unchanged spec changes nothing on any host.
 	again := rerun(t, kd)
@@ -253,7 +292,7 @@ func TestBinaryInstall(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	for _, n := range nodes {
-		out, _ := dc.Run(ctx, n.Name, "systemctl is-active karmada-etcd; test -f /etc/systemd/system/karmada-etcd.service && echo unit-left; test -d /var/lib/karmada-etcd && echo data-kept")
+		out, _ := dc.Run(ctx, n.Name, "systemctl is-active karmada-etcd; ls /etc/systemd/system/karmada-* 2>/dev/null && echo unit-left; test -d /var/lib/karmada-etcd && echo data-kept")
 		if strings.Contains(out, "unit-left") || !strings.Contains(out, "inactive") || !strings.Contains(out, "data-kept") {
 			t.Errorf("after deletion %s shows: %q (want the service gone and the data kept)", n.Name, out)
 		}

@@ -1,0 +1,92 @@
+package probe
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// readyzTimeout bounds one API server's answer to /readyz.
+const readyzTimeout = 5 * time.Second
+
+// Endpoint is one instance of a component as a probe saw it.
+type Endpoint struct {
+	// Host is the host the instance runs on.
+	Host string
+	// URL is what was probed.
+	URL string
+	// Ready is true when the instance answered ok.
+	Ready bool
+	// Message says why an instance is not ready.
+	Message string
+}
+
+// ReadyzProber asks HTTPS endpoints whether they are ready.
+type ReadyzProber interface {
+	Readyz(ctx context.Context, urls map[string]string, tlsConfig *tls.Config) []Endpoint
+}
+
+// Readyz is the real ReadyzProber: it GETs each URL (host → URL) in parallel
+// and expects 200 with body "ok".
+type Readyz struct{}
+
+// Readyz probes every URL.
+func (Readyz) Readyz(ctx context.Context, urls map[string]string, tlsConfig *tls.Config) []Endpoint {
+	hosts := make([]string, 0, len(urls))
+	for h := range urls {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	out := make([]Endpoint, len(hosts))
+	httpClient := &http.Client{
+		Timeout:   readyzTimeout,
+		Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true},
+	}
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = readyz(ctx, httpClient, h, urls[h])
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func readyz(ctx context.Context, c *http.Client, host, url string) Endpoint {
+	e := Endpoint{Host: host, URL: url}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		e.Message = err.Error()
+		return e
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		e.Message = shorten(err.Error())
+		return e
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	text := strings.TrimSpace(string(body))
+	if resp.StatusCode != http.StatusOK {
+		e.Message = shorten(fmt.Sprintf("HTTP %d: %s", resp.StatusCode, text))
+		return e
+	}
+	e.Ready = true
+	return e
+}
+
+func shorten(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300]
+	}
+	return s
+}

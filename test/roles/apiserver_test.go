@@ -1,0 +1,326 @@
+package roles
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
+	"github.com/kao-io/kao/test/hosts"
+)
+
+// TestKarmadaAPIServer installs managed etcd on three hosts and
+// karmada-apiserver on two of them with kao's real install playbook, proves
+// both API servers serve the same data to the administrator, converges with
+// changed=0, passes extra args literally, and uninstalls.
+func TestKarmadaAPIServer(t *testing.T) {
+	requirePrerequisites(t)
+	root := repoRoot(t)
+	kubectl := kubectlPath(t)
+	bundle, m := buildBundle(t)
+	dc := hosts.Start(t, 3)
+	hs := dc.Hosts()
+	names := make([]string, len(hs))
+	for i, h := range hs {
+		names[i] = h.Name
+	}
+	apiHosts := hs[:2]
+	ctx := context.Background()
+	bundlePKI, pkiDir := genPKI(t, hs, apiHosts)
+	a := newAnsible(t, dc)
+	install := filepath.Join(root, "playbooks", "install.yml")
+	uninstall := filepath.Join(root, "playbooks", "uninstall.yml")
+	vars := a.extraVars(t, "vars.json", map[string]string{"kao_artifacts_dir": bundle, "kao_pki_dir": pkiDir})
+
+	// An extra arg whose value systemd, a shell and Jinja would each
+	// interpret: it must reach kube-apiserver byte for byte, and the lookup
+	// must never run on the controller. --external-hostname takes any string.
+	sentinel := filepath.Join(a.dir, "pwned")
+	payload := "a b $HOME ${HOME} %n %% \"dq\" 'sq' \\ \\n \ttab\nline2 {{ lookup('pipe', 'touch " + sentinel + "') }}"
+	kd := apiServerDeployment(hs, apiHosts)
+	kd.Spec.APIServer.ExtraArgs = []kaov1.Arg{{Name: "external-hostname", Value: payload}}
+	kd.Spec.APIServer.FeatureGates = []kaov1.FeatureGate{{Name: "APIResponseCompression", Enabled: false}}
+	inv := a.inventory(t, "inventory.json", kd)
+
+	step := func(name string, f func(t *testing.T)) {
+		t.Helper()
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+
+	step("installs etcd and two API servers", func(t *testing.T) {
+		r := a.playbook(t, inv, vars, install)
+		r.mustSucceed(t, names...)
+		if !strings.Contains(r.out, "TASK [karmada_apiserver : Karmada apiserver | Wait for karmada-apiserver to be ready]") {
+			t.Errorf("the run did not wait for the API servers:\n%s", r.out)
+		}
+		for _, h := range names {
+			if r.recap[h].Changed == 0 {
+				t.Errorf("the first run changed nothing on %s: %+v", h, r.recap[h])
+			}
+		}
+	})
+
+	client := adminHTTPClient(t, bundlePKI)
+	kubeconfigs := make([]string, len(apiHosts))
+	for i, h := range apiHosts {
+		kc, err := bundlePKI.Kubeconfig(pki.AdminClient, apiURL(h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kubeconfigs[i] = a.writeFile(t, "admin-"+h.Name+".kubeconfig", kc)
+	}
+	kubectlRun := func(t *testing.T, i int, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfigs[i]}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s via %s: %v\n%s", strings.Join(args, " "), apiHosts[i].Name, err, out)
+		}
+		return string(out)
+	}
+
+	step("serves readyz and version on every API server", func(t *testing.T) {
+		for i, h := range apiHosts {
+			if got := readyz(ctx, t, client, h); got != "ok" {
+				t.Errorf("%s /readyz says %q, want ok", h.Name, got)
+			}
+			if v := kubectlRun(t, i, "get", "--raw", "/version"); !strings.Contains(v, `"gitVersion": "`+m.Kubernetes+`"`) {
+				t.Errorf("%s /version is not %s: %s", h.Name, m.Kubernetes, v)
+			}
+		}
+		// Anonymous requests are refused.
+		anon := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(t, bundlePKI)}}}
+		resp, err := anon.Get(apiURL(apiHosts[0]) + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("an anonymous /readyz got %s, want 401", resp.Status)
+		}
+	})
+
+	step("shares etcd between the API servers", func(t *testing.T) {
+		kubectlRun(t, 0, "create", "namespace", "kao-shared")
+		if out := kubectlRun(t, 1, "get", "namespace", "kao-shared", "-o", "jsonpath={.metadata.name}"); out != "kao-shared" {
+			t.Errorf("%s does not see the namespace created via %s: %q", apiHosts[1].Name, apiHosts[0].Name, out)
+		}
+	})
+
+	step("installs tight modes and no API server on the etcd-only host", func(t *testing.T) {
+		for _, h := range apiHosts {
+			out, err := dc.Run(ctx, h.Name, "stat -c '%n %a %U' /etc/karmada/pki/*.key /etc/karmada/pki/*.crt /etc/karmada/pki/sa.pub; "+
+				"test ! -e /etc/karmada/pki/admin-client.key || echo admin-key-on-host")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				f := strings.Fields(line)
+				if len(f) != 3 {
+					t.Errorf("%s: unexpected line %q", h.Name, line)
+					continue
+				}
+				want := "644"
+				if strings.HasSuffix(f[0], ".key") {
+					want = "600"
+				}
+				if f[1] != want || f[2] != "root" {
+					t.Errorf("%s: %s has mode %s owner %s, want %s root", h.Name, f[0], f[1], f[2], want)
+				}
+			}
+		}
+		out, err := dc.Run(ctx, names[2], "test ! -e /etc/systemd/system/karmada-apiserver.service || echo unit")
+		if err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("%s got karmada-apiserver although it is not an apiServer host: %q, %v", names[2], out, err)
+		}
+	})
+
+	step("passes extra args and feature gates literally", func(t *testing.T) {
+		argv := processArgv(ctx, t, dc, apiHosts[0].Name, "karmada-apiserver")
+		for _, want := range []string{
+			"--external-hostname=" + payload,
+			"--feature-gates=APIResponseCompression=false",
+			"--secure-port=5443",
+			"--anonymous-auth=false",
+			"--advertise-address=" + apiHosts[0].Address,
+			"--etcd-servers=" + strings.Join(clientURLs(hs), ","),
+		} {
+			if !slices.Contains(argv, want) {
+				t.Errorf("kube-apiserver did not get %q; its argv is %q", want, argv)
+			}
+		}
+		if _, err := os.Stat(sentinel); err == nil {
+			t.Error("a Jinja lookup from an extra arg ran on the controller")
+		}
+	})
+
+	step("second run changes nothing", func(t *testing.T) {
+		r := a.playbook(t, inv, vars, install)
+		r.mustSucceed(t, names...)
+		for _, h := range names {
+			if r.recap[h].Changed != 0 {
+				t.Errorf("the second run changed %d things on %s:\n%s", r.recap[h].Changed, h, r.out)
+			}
+		}
+	})
+
+	step("refuses an extra arg the role manages", func(t *testing.T) {
+		bad := apiServerDeployment(hs, apiHosts)
+		bad.Spec.APIServer.ExtraArgs = []kaov1.Arg{{Name: "anonymous-auth", Value: "true"}}
+		r := a.playbook(t, a.inventory(t, "inventory-bad.json", bad), vars, install)
+		if r.err == nil {
+			t.Fatalf("the install accepted --anonymous-auth as an extra arg:\n%s", r.out)
+		}
+		if !strings.Contains(r.out, "--anonymous-auth is not a flag the karmada_apiserver role can pass on") {
+			t.Errorf("the failure does not name the flag:\n%s", r.out)
+		}
+		if got := readyz(ctx, t, client, apiHosts[0]); got != "ok" {
+			t.Errorf("the refused run disturbed %s: /readyz says %q", apiHosts[0].Name, got)
+		}
+	})
+
+	step("uninstalls", func(t *testing.T) {
+		r := a.playbook(t, inv, vars, uninstall)
+		r.mustSucceed(t, names...)
+		for _, h := range apiHosts {
+			out, err := dc.Run(ctx, h.Name, "for p in /etc/systemd/system/karmada-apiserver.service /etc/karmada/pki/ca.crt "+
+				"/etc/karmada/pki/karmada-apiserver-server.key /etc/karmada/pki/sa.key; do test ! -e $p || echo $p; done; "+
+				"systemctl is-active karmada-apiserver || true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(out); got != "inactive" {
+				t.Errorf("%s still has karmada-apiserver after the uninstall: %q", h.Name, got)
+			}
+		}
+	})
+}
+
+// kubectlPath is the pinned kubectl from `hack/tools.sh dir kubernetes`; a
+// missing one fails the test (`make tools` builds it).
+func kubectlPath(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(repoRoot(t), "hack", "tools.sh"), "dir", "kubernetes").Output()
+	if err != nil {
+		t.Fatalf("hack/tools.sh dir kubernetes: %v", err)
+	}
+	p := filepath.Join(strings.TrimSpace(string(out)), "kubectl")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the API server test needs the pinned kubectl (%v): run make tools", err)
+	}
+	return p
+}
+
+// genPKI issues kao's PKI with internal/pki for etcd on every host and the API
+// server on apiHosts, and writes it flat into a directory, as the operator
+// writes kao_pki_dir.
+func genPKI(t *testing.T, hs, apiHosts []hosts.Host) (pki.Bundle, string) {
+	t.Helper()
+	toPKI := func(hs []hosts.Host) []pki.Host {
+		out := make([]pki.Host, len(hs))
+		for i, h := range hs {
+			out[i] = pki.Host{Name: h.Name, Address: h.Address}
+		}
+		return out
+	}
+	b, _, _, err := pki.Ensure(nil, pki.Request{
+		EtcdHosts:      toPKI(hs),
+		APIServerHosts: toPKI(apiHosts),
+		Endpoint:       apiHosts[0].Address + ":5443",
+	}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range b {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b, dir
+}
+
+// apiServerDeployment is a Binary KarmadaDeployment with managed etcd on hs
+// and karmada-apiserver on apiHosts.
+func apiServerDeployment(hs, apiHosts []hosts.Host) *kaov1.KarmadaDeployment {
+	kd := etcdDeployment(hs, kaov1.ManagedEtcd{PurgeDataOnDelete: true})
+	for i := range kd.Spec.Hosts {
+		kd.Spec.Hosts[i].Roles = []kaov1.HostRole{kaov1.EtcdRole}
+		if slices.ContainsFunc(apiHosts, func(h hosts.Host) bool { return h.Name == kd.Spec.Hosts[i].Name }) {
+			kd.Spec.Hosts[i].Roles = append(kd.Spec.Hosts[i].Roles, kaov1.APIServerRole)
+		}
+	}
+	return kd
+}
+
+// apiURL is the karmada-apiserver URL of h.
+func apiURL(h hosts.Host) string { return "https://" + h.Address + ":5443" }
+
+func caPool(t *testing.T, b pki.Bundle) *x509.CertPool {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b[pki.CertFile(pki.CA)]) {
+		t.Fatal("ca.crt holds no certificate")
+	}
+	return pool
+}
+
+// adminHTTPClient trusts kao's CA and presents the administrator's certificate.
+func adminHTTPClient(t *testing.T, b pki.Bundle) *http.Client {
+	t.Helper()
+	cert, err := tls.X509KeyPair(b[pki.CertFile(pki.AdminClient)], b[pki.KeyFile(pki.AdminClient)])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: caPool(t, b), Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}}
+}
+
+// readyz is the body of h's /readyz, fetched as the administrator.
+func readyz(ctx context.Context, t *testing.T, c *http.Client, h hosts.Host) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, apiURL(h)+"/readyz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s /readyz: %v", h.Name, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// processArgv is the command line of the main process of a systemd service on
+// host.
+func processArgv(ctx context.Context, t *testing.T, dc *hosts.Cluster, host, service string) []string {
+	t.Helper()
+	out, err := dc.Run(ctx, host, `base64 -w0 "/proc/$(systemctl show -p MainPID --value `+service+`)/cmdline"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("cmdline of %s on %s: %v", service, host, err)
+	}
+	return strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+}
