@@ -80,7 +80,7 @@ func TestResolveArtifacts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bundle := tt.bundle(t)
-			r := &KarmadaDeploymentReconciler{ArtifactsDir: bundle}
+			r := &KarmadaDeploymentReconciler{Options: Options{ArtifactsDir: bundle}}
 			kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
 				Mode: kaov1.BinaryMode, Version: "v1.18.1", Etcd: kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
 			}}

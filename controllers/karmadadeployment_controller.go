@@ -54,30 +54,14 @@ type KarmadaDeploymentReconciler struct {
 	Recorder events.EventRecorder
 	// Run runs playbooks; runner.Run when nil.
 	Run PlaybookRunner
-	// ProbeInterval is how often an installed control plane is probed; defaultProbeInterval when zero.
-	ProbeInterval time.Duration
 	// EtcdProber asks etcd members for their health; probe.Etcd when nil.
 	EtcdProber probe.EtcdProber
 	// ReadyzProber asks API servers for /readyz; probe.Readyz when nil.
 	ReadyzProber probe.ReadyzProber
 	// Clock tells the time; a fake in tests moves backoff along.
 	Clock clock.PassiveClock
-	// StateDir holds run directories and fact caches.
-	StateDir string
-	// PlaybookDir holds install.yml and uninstall.yml.
-	PlaybookDir string
-	// RolesPath lists role directories.
-	RolesPath []string
-	// ArtifactsDir is the default offline bundle for Binary deployments.
-	ArtifactsDir string
-	// MaxForks caps Ansible's parallelism per run.
-	MaxForks int
-	// RunTimeout stops a run that takes longer; defaultRunTimeout when zero.
-	RunTimeout time.Duration
-	// LogRetention is how many run logs are kept per deployment.
-	LogRetention int
-	// MaxConcurrentReconciles bounds parallel reconciles.
-	MaxConcurrentReconciles int
+	// Options are the operator's settings: directories, limits, intervals.
+	Options
 
 	runs *runTracker
 

@@ -19,13 +19,13 @@ type Options struct {
 	ArtifactsDir string
 	// MaxForks caps Ansible's parallelism per run.
 	MaxForks int
-	// RunTimeout stops a run that takes longer.
+	// RunTimeout stops a run that takes longer; defaultRunTimeout when zero.
 	RunTimeout time.Duration
 	// LogRetention is how many run logs are kept per deployment.
 	LogRetention int
 	// MaxConcurrentReconciles bounds parallel reconciles per kind.
 	MaxConcurrentReconciles int
-	// ProbeInterval is how often installed control planes are probed.
+	// ProbeInterval is how often installed control planes are probed; defaultProbeInterval when zero.
 	ProbeInterval time.Duration
 }
 
@@ -33,18 +33,10 @@ type Options struct {
 // controllers with a manager.
 func SetupAll(mgr ctrl.Manager, o Options) error {
 	kd := &KarmadaDeploymentReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorder("kao"),
-		StateDir:                o.StateDir,
-		PlaybookDir:             o.PlaybookDir,
-		RolesPath:               o.RolesPath,
-		ArtifactsDir:            o.ArtifactsDir,
-		MaxForks:                o.MaxForks,
-		RunTimeout:              o.RunTimeout,
-		LogRetention:            o.LogRetention,
-		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
-		ProbeInterval:           o.ProbeInterval,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("kao"),
+		Options:   o,
 	}
 	if err := kd.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the KarmadaDeployment controller: %w", err)

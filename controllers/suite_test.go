@@ -1,13 +1,11 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,11 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/testenv"
@@ -33,25 +28,8 @@ var (
 	// k8s reads and writes without a cache.
 	k8s client.Client
 	// operatorLog collects what every manager in this package logs, to scan for secrets.
-	operatorLog = &syncBuffer{}
+	operatorLog = &testenv.LogBuffer{}
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -93,61 +71,24 @@ type operator struct {
 func startOperator(t *testing.T, ns, stateDir string) *operator {
 	t.Helper()
 	if stateDir == "" {
-		// Short: SSH control sockets live below it.
-		dir, err := os.MkdirTemp("/tmp", "kao-ctl-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.RemoveAll(dir) })
-		stateDir = dir
-	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Logger:                 ctrl.Log.WithName(ns),
-		Controller:             ctrlConfigSkipNameValidation(),
-	})
-	if err != nil {
-		t.Fatal(err)
+		stateDir = testenv.StateDir(t)
 	}
 	abs, _ := filepath.Abs("testdata/playbooks")
-	r := &KarmadaDeploymentReconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorder("kao"),
-		StateDir:    stateDir,
-		PlaybookDir: abs,
-		RunTimeout:  2 * time.Minute,
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
+	op := &operator{stateDir: stateDir}
+	op.stop = env.StartManager(t, scheme, ns, func(mgr ctrl.Manager) error {
+		op.reconciler = &KarmadaDeploymentReconciler{
+			Client:    mgr.GetClient(),
+			APIReader: mgr.GetAPIReader(),
+			Recorder:  mgr.GetEventRecorder("kao"),
+			Options:   Options{StateDir: stateDir, PlaybookDir: abs, RunTimeout: 2 * time.Minute},
 		}
-	}()
-	op := &operator{reconciler: r, stateDir: stateDir}
-	var once sync.Once
-	op.stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(op.stop)
+		return op.reconciler.SetupWithManager(mgr)
+	})
 	return op
 }
 
 // newNamespace creates a namespace for one test.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kao-test-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return testenv.Namespace(t, k8s, "kao-test-") }
 
 // fakeKubeconfig is member kubeconfig content with a token that must never leak.
 func fakeKubeconfig(member string) string {
@@ -256,11 +197,4 @@ func waitForEvent(t *testing.T, kd *kaov1.KarmadaDeployment, reason string) even
 	}
 	t.Fatalf("no %s Event for %s", reason, kd.Name)
 	return eventsv1.Event{}
-}
-
-// ctrlConfigSkipNameValidation lets each test start its own manager with the
-// same controller names.
-func ctrlConfigSkipNameValidation() config.Controller {
-	skip := true
-	return config.Controller{SkipNameValidation: &skip}
 }

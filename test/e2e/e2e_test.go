@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,11 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/controllers"
@@ -38,26 +34,8 @@ var (
 	scheme       = runtime.NewScheme()
 	k8s          client.Client
 	// operatorLog collects what the operator logs, to scan for secrets.
-	operatorLog = &lockedBuffer{}
+	operatorLog = &testenv.LogBuffer{}
 )
-
-type lockedBuffer struct {
-	mu   sync.Mutex
-	data []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.data = append(b.data, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.data)
-}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -97,55 +75,23 @@ func run(m *testing.M) int {
 // roles, for one namespace until the test ends. It returns the state directory.
 func startOperator(t *testing.T, ns string) string {
 	t.Helper()
-	stateDir, err := os.MkdirTemp("/tmp", "kao-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(stateDir) })
-	skip := true
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Controller:             config.Controller{SkipNameValidation: &skip},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	stateDir := testenv.StateDir(t)
 	root := testenv.RepoRoot()
-	err = controllers.SetupAll(mgr, controllers.Options{
-		StateDir:                stateDir,
-		PlaybookDir:             filepath.Join(root, "playbooks"),
-		RolesPath:               []string{filepath.Join(root, "roles")},
-		ArtifactsDir:            artifactsDir,
-		RunTimeout:              10 * time.Minute,
-		MaxConcurrentReconciles: 2,
-		ProbeInterval:           3 * time.Second,
+	env.StartManager(t, scheme, ns, func(mgr ctrl.Manager) error {
+		return controllers.SetupAll(mgr, controllers.Options{
+			StateDir:                stateDir,
+			PlaybookDir:             filepath.Join(root, "playbooks"),
+			RolesPath:               []string{filepath.Join(root, "roles")},
+			ArtifactsDir:            artifactsDir,
+			RunTimeout:              10 * time.Minute,
+			MaxConcurrentReconciles: 2,
+			ProbeInterval:           3 * time.Second,
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
 	return stateDir
 }
 
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kao-e2e-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return testenv.Namespace(t, k8s, "kao-e2e-") }
 
 func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
 	t.Helper()
