@@ -147,7 +147,7 @@ func run(keep bool, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	report(final, mgmtKubeconfig, dc)
+	report(ctx, k8s, final, mgmtKubeconfig, dc, out)
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(time.Second))
 	if keep {
 		step("Keeping the management API server and the operator running; press Ctrl-C to stop")
@@ -251,7 +251,7 @@ func follow(ctx context.Context, k8s client.Client, kd *kaov1.KarmadaDeployment)
 }
 
 // report prints what the operator recorded and how to look further.
-func report(kd *kaov1.KarmadaDeployment, mgmtKubeconfig string, dc *hosts.Cluster) {
+func report(ctx context.Context, k8s client.Client, kd *kaov1.KarmadaDeployment, mgmtKubeconfig string, dc *hosts.Cluster, out string) {
 	r := kd.Status.LastRun
 	step("Run %s of %s: %s in %s", r.ID, r.Playbook, r.Result, r.EndTime.Sub(r.StartTime.Time).Round(time.Second))
 	fmt.Printf("    %-10s %4s %8s %7s %12s %8s\n", "HOST", "OK", "CHANGED", "FAILED", "UNREACHABLE", "SKIPPED")
@@ -280,6 +280,33 @@ func report(kd *kaov1.KarmadaDeployment, mgmtKubeconfig string, dc *hosts.Cluste
 	fmt.Printf("    (the management API server stops with this demo unless -keep is given; the hosts stay up)\n")
 	fmt.Printf("    go run ./hack/testhosts -name kao-demo down    # remove the hosts\n")
 	fmt.Println(strings.Repeat("-", 72))
-	fmt.Println("karmada-apiserver and the Karmada components are not installed by this version of kao yet,")
-	fmt.Println("so there is no Karmada kubeconfig and no `kubectl get clusters` to show.")
+	ref := kd.Status.KubeconfigSecretRef
+	if ref == nil {
+		fmt.Println("No admin kubeconfig was exported (status.kubeconfigSecretRef is empty).")
+		return
+	}
+	secret := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: kd.Namespace, Name: ref.Name}, secret); err != nil {
+		fmt.Printf("Reading the exported kubeconfig: %v\n", err)
+		return
+	}
+	path := filepath.Join(out, "karmada.kubeconfig")
+	if err := os.WriteFile(path, secret.Data[ref.Key], 0o600); err != nil {
+		fmt.Printf("Writing the exported kubeconfig: %v\n", err)
+		return
+	}
+	step("Karmada kubeconfig (Secret %s/%s): %s", kd.Namespace, ref.Name, path)
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", path, "get", "clusters")
+	fmt.Printf("$ kubectl --kubeconfig %s get clusters\n", path)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	if err := cmd.Run(); err != nil {
+		fmt.Printf("kubectl get clusters: %v\n", err)
+	}
+	fmt.Println("(no member clusters yet: joining members is the next stage of kao; karmada-controller-manager,")
+	fmt.Println(" kube-controller-manager, karmada-scheduler and karmada-webhook are not installed by this version yet)")
 }

@@ -185,6 +185,23 @@ func TestBinaryInstall(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(out)) != "ok" {
 		t.Fatalf("kubectl get --raw /readyz with the exported kubeconfig: %v: %s", err, out)
 	}
+	// Karmada's APIs are served: the CRDs and the Cluster API through
+	// karmada-aggregated-apiserver.
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if groups := kubectl("api-resources", "-o", "name"); !strings.Contains(groups, "propagationpolicies.policy.karmada.io") ||
+		!strings.Contains(groups, "clusters.cluster.karmada.io") {
+		t.Errorf("api-resources lacks Karmada's APIs:\n%s", groups)
+	}
+	if clusters := kubectl("get", "clusters"); !strings.Contains(clusters, "No resources found") {
+		t.Errorf("kubectl get clusters through the aggregated API: %s", clusters)
+	}
 
 	// A second run of an unchanged spec changes nothing on any host.
 	again := rerun(t, kd)
@@ -292,7 +309,7 @@ func TestBinaryInstall(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	for _, n := range nodes {
-		out, _ := dc.Run(ctx, n.Name, "systemctl is-active karmada-etcd; ls /etc/systemd/system/karmada-* 2>/dev/null && echo unit-left; test -d /var/lib/karmada-etcd && echo data-kept")
+		out, _ := dc.Run(ctx, n.Name, "systemctl is-active karmada-etcd karmada-apiserver karmada-aggregated-apiserver; ls /etc/systemd/system/karmada-* 2>/dev/null && echo unit-left; test -d /var/lib/karmada-etcd && echo data-kept")
 		if strings.Contains(out, "unit-left") || !strings.Contains(out, "inactive") || !strings.Contains(out, "data-kept") {
 			t.Errorf("after deletion %s shows: %q (want the service gone and the data kept)", n.Name, out)
 		}

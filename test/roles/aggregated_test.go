@@ -1,0 +1,174 @@
+package roles
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kao-io/kao/internal/pki"
+	"github.com/kao-io/kao/test/hosts"
+)
+
+// TestAggregatedAPIServer installs managed etcd on three hosts and
+// karmada-apiserver plus karmada-aggregated-apiserver on two of them, applies
+// Karmada's objects, and proves from this machine that the Cluster API
+// answers through karmada-apiserver's aggregation on both API servers, that a
+// second run changes nothing, and that the uninstall stops the aggregated API
+// server.
+func TestAggregatedAPIServer(t *testing.T) {
+	requirePrerequisites(t)
+	bundle, m := buildBundle(t)
+	kubectl := filepath.Join(bundle, "kubernetes", m.Kubernetes, "bin", "kubectl")
+	dc := hosts.Start(t, 3)
+	hs := dc.Hosts()
+	names := make([]string, len(hs))
+	for i, h := range hs {
+		names[i] = h.Name
+	}
+	apiHosts := hs[:2]
+	ctx := context.Background()
+	bundlePKI, pkiDir := genPKI(t, hs, apiHosts)
+	a := newAnsible(t, dc)
+	install := filepath.Join("testdata", "aggregated-install.yml")
+	uninstall := filepath.Join("testdata", "aggregated-uninstall.yml")
+	install, uninstall = absPath(t, install), absPath(t, uninstall)
+	vars := a.extraVars(t, "vars.json", map[string]string{"kao_artifacts_dir": bundle, "kao_pki_dir": pkiDir})
+	inv := a.inventory(t, "inventory.json", apiServerDeployment(hs, apiHosts))
+
+	kubeconfigs := make([]string, len(apiHosts))
+	for i, h := range apiHosts {
+		kc, err := bundlePKI.Kubeconfig(pki.AdminClient, apiURL(h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kubeconfigs[i] = a.writeFile(t, "admin-"+h.Name+".kubeconfig", kc)
+	}
+	// kubectlRun runs the bundle's kubectl against the i-th API server and
+	// returns its combined output.
+	kubectlRun := func(t *testing.T, i int, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfigs[i]}, args...)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kubectl %s against %s: %v\n%s", strings.Join(args, " "), apiHosts[i].Name, err, out.String())
+		}
+		return out.String()
+	}
+	step := func(name string, f func(t *testing.T)) {
+		t.Helper()
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+
+	step("installs the aggregated API server and Karmada's objects", func(t *testing.T) {
+		r := a.playbook(t, inv, vars, install)
+		r.mustSucceed(t, names...)
+		for _, task := range []string{
+			"TASK [karmada_aggregated_apiserver : Karmada aggregated apiserver | Wait for karmada-aggregated-apiserver to be ready]",
+			"TASK [karmada_resources : Karmada resources | Wait for the Cluster API to be available]",
+		} {
+			if !strings.Contains(r.out, task) {
+				t.Errorf("the run did not reach %q:\n%s", task, r.out)
+			}
+		}
+	})
+
+	step("serves Karmada's APIs through both API servers", func(t *testing.T) {
+		for i, h := range apiHosts {
+			resources := strings.Fields(kubectlRun(t, i, "api-resources", "-o", "name"))
+			for _, want := range []string{"clusters.cluster.karmada.io", "propagationpolicies.policy.karmada.io", "resourcebindings.work.karmada.io"} {
+				if !slices.Contains(resources, want) {
+					t.Errorf("%s: kubectl api-resources does not list %s: %q", h.Name, want, resources)
+				}
+			}
+			if out := kubectlRun(t, i, "get", "clusters"); !strings.Contains(out, "No resources found") {
+				t.Errorf("%s: kubectl get clusters says %q, want No resources found", h.Name, out)
+			}
+			avail := kubectlRun(t, i, "get", "apiservice", "v1alpha1.cluster.karmada.io",
+				"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
+			if avail != "True" {
+				t.Errorf("%s: APIService v1alpha1.cluster.karmada.io Available=%q, want True", h.Name, avail)
+			}
+		}
+		// The Cluster API lists every apiServer host on the aggregated
+		// API server's port, and the APIService trusts kao's CA, not any
+		// certificate.
+		addrs := kubectlRun(t, 0, "-n", "karmada-system", "get", "endpointslice", "karmada-aggregated-apiserver-hosts",
+			"-o", "jsonpath={.endpoints[*].addresses[0]} {.ports[0].port}")
+		if want := apiHosts[0].Address + " " + apiHosts[1].Address + " 7443"; addrs != want {
+			t.Errorf("the EndpointSlice lists %q, want %q", addrs, want)
+		}
+		spec := kubectlRun(t, 0, "get", "apiservice", "v1alpha1.cluster.karmada.io",
+			"-o", "jsonpath={.spec.insecureSkipTLSVerify} {.spec.caBundle}")
+		if strings.HasPrefix(spec, "true") || !strings.Contains(spec, " LS0t") {
+			t.Errorf("the APIService does not verify the aggregated API server with a caBundle: %q", spec)
+		}
+		if out := kubectlRun(t, 0, "get", "clusterrolebinding", "cluster-proxy-admin", "-o", "jsonpath={.subjects[0].name}"); out != "system:admin" {
+			t.Errorf("cluster-proxy-admin binds %q, want system:admin", out)
+		}
+	})
+
+	step("runs the aggregated API server only on the apiServer hosts", func(t *testing.T) {
+		argv := processArgv(ctx, t, dc, apiHosts[0].Name, "karmada-aggregated-apiserver")
+		for _, want := range []string{
+			"--secure-port=7443",
+			"--bind-address=0.0.0.0",
+			"--audit-log-path=-",
+			"--tls-min-version=VersionTLS13",
+			"--etcd-servers=" + strings.Join(clientURLs(hs), ","),
+		} {
+			if !slices.Contains(argv, want) {
+				t.Errorf("karmada-aggregated-apiserver did not get %q; its argv is %q", want, argv)
+			}
+		}
+		out, err := dc.Run(ctx, names[2], "test ! -e /etc/systemd/system/karmada-aggregated-apiserver.service || echo unit")
+		if err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("%s got karmada-aggregated-apiserver although it is not an apiServer host: %q, %v", names[2], out, err)
+		}
+	})
+
+	step("second run changes nothing", func(t *testing.T) {
+		r := a.playbook(t, inv, vars, install)
+		r.mustSucceed(t, names...)
+		for _, h := range names {
+			if r.recap[h].Changed != 0 {
+				t.Errorf("the second run changed %d things on %s:\n%s", r.recap[h].Changed, h, r.out)
+			}
+		}
+	})
+
+	step("uninstall stops the aggregated API server", func(t *testing.T) {
+		r := a.playbook(t, inv, vars, uninstall)
+		r.mustSucceed(t, names...)
+		for _, h := range apiHosts {
+			out, err := dc.Run(ctx, h.Name, "for p in /etc/systemd/system/karmada-aggregated-apiserver.service "+
+				"/etc/karmada/karmada-aggregated-apiserver.kubeconfig /etc/karmada/pki/karmada-aggregated-apiserver-server.key; "+
+				"do test ! -e $p || echo $p; done; systemctl is-active karmada-aggregated-apiserver || true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(out); got != "inactive" {
+				t.Errorf("%s still has karmada-aggregated-apiserver after the uninstall: %q", h.Name, got)
+			}
+		}
+	})
+}
+
+// absPath is p made absolute: ansible-playbook runs in the runner's directory.
+func absPath(t *testing.T, p string) string {
+	t.Helper()
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
