@@ -309,7 +309,7 @@ func TestBinaryInstall(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	for _, n := range nodes {
-		out, _ := dc.Run(ctx, n.Name, "systemctl is-active karmada-etcd karmada-apiserver karmada-aggregated-apiserver; ls /etc/systemd/system/karmada-* 2>/dev/null && echo unit-left; test -d /var/lib/karmada-etcd && echo data-kept")
+		out, _ := dc.Run(ctx, n.Name, "systemctl is-active karmada-etcd karmada-apiserver karmada-aggregated-apiserver kube-controller-manager karmada-controller-manager karmada-scheduler karmada-webhook; ls /etc/systemd/system/karmada-* /etc/systemd/system/kube-* 2>/dev/null && echo unit-left; test -d /var/lib/karmada-etcd && echo data-kept")
 		if strings.Contains(out, "unit-left") || !strings.Contains(out, "inactive") || !strings.Contains(out, "data-kept") {
 			t.Errorf("after deletion %s shows: %q (want the service gone and the data kept)", n.Name, out)
 		}
