@@ -58,6 +58,8 @@ type KarmadaDeploymentReconciler struct {
 	EtcdProber probe.EtcdProber
 	// ReadyzProber asks API servers for /readyz; probe.Readyz when nil.
 	ReadyzProber probe.ReadyzProber
+	// KarmadaProber checks karmada-webhook, leader leases and APIServices; probe.Karmada when nil.
+	KarmadaProber probe.KarmadaProber
 	// Clock tells the time; a fake in tests moves backoff along.
 	Clock clock.PassiveClock
 	// Options are the operator's settings: directories, limits, intervals.
@@ -249,6 +251,9 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 		in.pki, err = r.ensurePKI(ctx, kd, now)
 	} else if err == nil && kd.Status.Certificates != nil {
 		in.pki, err = r.readPKI(ctx, kd) // uninstall needs no new certificates
+	}
+	if err == nil {
+		in.pki = withExternalEtcd(in.pki, in.externalEtcd)
 	}
 	var spec runner.Spec
 	if err == nil {

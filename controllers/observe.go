@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -27,7 +28,10 @@ const etcdClientPort = 2379
 
 // observe sets the health conditions from probes of the installed control
 // plane, lists the components in status and exports the admin kubeconfig.
-// What kao cannot probe yet stays Unknown and says so.
+// Every component is probed from the operator's side: API servers answer
+// /readyz, karmada-webhook completes a TLS handshake with a certificate kao's
+// CA signed for its host, the Cluster APIService is Available, and each
+// controller's leader lease in karmada-apiserver is renewed.
 func (r *KarmadaDeploymentReconciler) observe(ctx context.Context, kd *kaov1.KarmadaDeployment) time.Duration {
 	setProbeConditions(kd)
 	if kd.Spec.Mode != kaov1.BinaryMode || kd.Status.ObservedGeneration == 0 {
@@ -35,23 +39,28 @@ func (r *KarmadaDeploymentReconciler) observe(ctx context.Context, kd *kaov1.Kar
 	}
 	bundle, err := r.readPKI(ctx, kd)
 	if err != nil {
-		setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason,
-			"cannot probe the control plane: "+err.Error())
+		msg := "cannot probe the control plane: " + err.Error()
+		setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
+		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
 		return r.probeInterval()
 	}
 	versions, _ := r.resolveArtifacts(kd) // for the versions shown in status; nil if the bundle went away
 	components := []kaov1.ComponentStatus{}
-	if kd.Spec.Etcd.Managed != nil {
+	switch {
+	case kd.Spec.Etcd.Managed != nil:
 		components = append(components, r.observeEtcd(ctx, kd, bundle, versions))
+	case kd.Spec.Etcd.External != nil:
+		r.observeExternalEtcd(ctx, kd)
 	}
-	apiserver, err := r.observeAPIServer(ctx, kd, bundle, versions)
+	cp, err := r.observeControlPlane(ctx, kd, bundle, versions)
 	if err != nil {
-		setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason,
-			"cannot probe karmada-apiserver: "+err.Error())
+		msg := "cannot probe the control plane: " + err.Error()
+		setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
+		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
 	} else {
-		components = append(components, apiserver)
-		setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionUnknown, kaov1.NotImplementedReason,
-			truncateString("kao installs and probes etcd and karmada-apiserver so far; karmada-apiserver: "+apiserver.Message, 1024))
+		components = append(components, cp...)
+		setControlPlaneReady(kd, cp)
+		setReadyCondition(kd)
 	}
 	kd.Status.Components = components
 	kd.Status.Endpoint = apiEndpoint(kd)
@@ -59,6 +68,171 @@ func (r *KarmadaDeploymentReconciler) observe(ctx context.Context, kd *kaov1.Kar
 		ctrl.LoggerFrom(ctx).Error(err, "Exporting the admin kubeconfig")
 	}
 	return r.probeInterval()
+}
+
+// setControlPlaneReady sets ControlPlaneReady from the components' probes.
+func setControlPlaneReady(kd *kaov1.KarmadaDeployment, cp []kaov1.ComponentStatus) {
+	bad := []string{}
+	for _, c := range cp {
+		if !c.Ready {
+			bad = append(bad, c.Name+": "+c.Message)
+		}
+	}
+	if len(bad) == 0 {
+		setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionTrue, kaov1.ComponentsHealthyReason,
+			fmt.Sprintf("all %d components pass their health checks", len(cp)))
+		return
+	}
+	setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionFalse, kaov1.ComponentsUnhealthyReason,
+		truncateString(fmt.Sprintf("%d/%d components unhealthy: %s", len(bad), len(cp), strings.Join(bad, "; ")), 1024))
+}
+
+// setReadyCondition sums up the other conditions: the control plane and etcd
+// pass their probes, the last run succeeded, and every member is Ready.
+func setReadyCondition(kd *kaov1.KarmadaDeployment) {
+	needs := []string{kaov1.ControlPlaneReadyCondition, kaov1.PlaybookSucceededCondition}
+	needs = append(needs, kaov1.EtcdHealthyCondition)
+	if len(kd.Spec.Members) > 0 {
+		needs = append(needs, kaov1.MembersReadyCondition)
+	}
+	bad := []string{}
+	for _, t := range needs {
+		c := meta.FindStatusCondition(kd.Status.Conditions, t)
+		switch {
+		case c == nil:
+			bad = append(bad, t+" is not reported yet")
+		case c.Status != metav1.ConditionTrue:
+			bad = append(bad, fmt.Sprintf("%s is %s (%s)", t, c.Status, c.Reason))
+		}
+	}
+	if len(bad) == 0 {
+		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason,
+			"the control plane passes its health checks and the last run succeeded")
+		return
+	}
+	setCondition(kd, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.ProbeFailedReason,
+		truncateString(strings.Join(bad, "; "), 1024))
+}
+
+// observeControlPlane probes every Karmada component except etcd. It fails
+// only when kao's PKI cannot make a probe client.
+func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaDeployment, bundle pki.Bundle, versions *artifacts) ([]kaov1.ComponentStatus, error) {
+	admin, err := clientTLS(bundle, "ca.crt", "admin-client")
+	if err != nil {
+		return nil, err
+	}
+	var kube, karmada string
+	if versions != nil {
+		kube, karmada = versions.kubernetes, versions.karmada
+	}
+	c := kd.Spec.Components
+	apiHosts := hostsWithRole(kd, kaov1.APIServerRole)
+	cpHosts := hostsWithRole(kd, kaov1.ControlPlaneRole)
+	port := int(kd.Spec.APIServer.SecurePort)
+	if port == 0 {
+		port = defaultSecurePort
+	}
+
+	apiserver := component("karmada-apiserver", version(kd.Spec.APIServer.Version, kube), apiHosts)
+	eps := r.readyzProber().Readyz(ctx, hostURLs(apiHosts, port, "/readyz"), admin)
+	summarize(&apiserver, eps)
+
+	aggregated := component("karmada-aggregated-apiserver", version(c.AggregatedAPIServer.Version, karmada), apiHosts)
+	summarize(&aggregated, r.readyzProber().Readyz(ctx, hostURLs(apiHosts, aggregatedAPIServerPort, "/readyz"), admin))
+
+	webhook := component("karmada-webhook", version(c.Webhook.Version, karmada), cpHosts)
+	addrs := map[string]string{}
+	for _, h := range cpHosts {
+		addrs[h.Name] = net.JoinHostPort(h.Address, strconv.Itoa(webhookPort))
+	}
+	caOnly := &tls.Config{RootCAs: admin.RootCAs, MinVersion: tls.VersionTLS12}
+	summarize(&webhook, r.karmadaProber().Handshake(ctx, addrs, caOnly))
+
+	controllers := []kaov1.ComponentStatus{
+		component("kube-controller-manager", version(c.KubeControllerManager.Version, kube), cpHosts),
+		component("karmada-controller-manager", version(c.ControllerManager.Version, karmada), cpHosts),
+		component("karmada-scheduler", version(c.Scheduler.Version, karmada), cpHosts),
+	}
+	leases := []probe.LeaseRef{
+		{Namespace: "kube-system", Name: "kube-controller-manager"},
+		{Namespace: "karmada-system", Name: "karmada-controller-manager"},
+		{Namespace: "karmada-system", Name: "karmada-scheduler"},
+	}
+	// The cluster-wide facts come from any API server that is ready.
+	api := probe.API{TLS: admin}
+	for _, e := range eps {
+		if e.Ready {
+			api.URL = strings.TrimSuffix(e.URL, "/readyz")
+			break
+		}
+	}
+	if api.URL == "" {
+		for i := range controllers {
+			controllers[i].Message = "no karmada-apiserver is ready to read its leader lease from"
+		}
+		aggregated.Ready = false
+	} else {
+		for i, l := range r.karmadaProber().Leases(ctx, api, leases, r.Clock.Now()) {
+			controllers[i].Ready = l.Held
+			controllers[i].Message = "leader " + l.Holder
+			if !l.Held {
+				controllers[i].Message = truncateString(fmt.Sprintf("lease %s/%s: %s", l.Namespace, l.Name, l.Message), 512)
+			}
+		}
+		if ok, msg := r.karmadaProber().APIService(ctx, api, clusterAPIService); !ok {
+			aggregated.Ready = false
+			aggregated.Message = truncateString(aggregated.Message+"; "+msg, 512)
+		}
+	}
+	return append([]kaov1.ComponentStatus{apiserver, aggregated}, append(controllers, webhook)...), nil
+}
+
+// Where the components the operator probes listen (the roles' defaults).
+const (
+	aggregatedAPIServerPort = 7443
+	webhookPort             = 8443
+	clusterAPIService       = "v1alpha1.cluster.karmada.io"
+)
+
+// component starts the status entry of a component running on some hosts.
+func component(name, version string, hosts []kaov1.Host) kaov1.ComponentStatus {
+	c := kaov1.ComponentStatus{Name: name, Version: version}
+	for _, h := range hosts {
+		c.Hosts = append(c.Hosts, h.Name)
+	}
+	return c
+}
+
+// version is a component's own version, else its family's.
+func version(own, family string) string {
+	if own != "" {
+		return own
+	}
+	return family
+}
+
+// hostURLs maps host names to https://address:port<path>.
+func hostURLs(hosts []kaov1.Host, port int, path string) map[string]string {
+	urls := map[string]string{}
+	for _, h := range hosts {
+		urls[h.Name] = "https://" + net.JoinHostPort(h.Address, strconv.Itoa(port)) + path
+	}
+	return urls
+}
+
+// summarize sets a component ready when every instance answered, and says
+// which did not.
+func summarize(c *kaov1.ComponentStatus, eps []probe.Endpoint) {
+	ready, problems := 0, []string{}
+	for _, e := range eps {
+		if e.Ready {
+			ready++
+		} else {
+			problems = append(problems, e.Host+": "+e.Message)
+		}
+	}
+	c.Ready = len(eps) > 0 && ready == len(eps)
+	c.Message = truncateString(strings.TrimSpace(fmt.Sprintf("%d/%d ready %s", ready, len(eps), strings.Join(problems, "; "))), 512)
 }
 
 // hostsWithRole lists the hosts that have a role, in spec order.
@@ -98,37 +272,22 @@ func (r *KarmadaDeploymentReconciler) observeEtcd(ctx context.Context, kd *kaov1
 	return comp
 }
 
-// observeAPIServer asks every karmada-apiserver for /readyz with the admin client certificate.
-func (r *KarmadaDeploymentReconciler) observeAPIServer(ctx context.Context, kd *kaov1.KarmadaDeployment, bundle pki.Bundle, versions *artifacts) (kaov1.ComponentStatus, error) {
-	comp := kaov1.ComponentStatus{Name: "karmada-apiserver"}
-	if versions != nil {
-		comp.Version = versions.kubernetes
+// observeExternalEtcd probes an etcd cluster kao does not manage with the
+// client certificate the API servers use, and records EtcdHealthy and
+// status.etcd. External etcd is not a component kao runs, so it is not
+// listed in status.components.
+func (r *KarmadaDeploymentReconciler) observeExternalEtcd(ctx context.Context, kd *kaov1.KarmadaDeployment) {
+	ext, err := r.readExternalEtcd(ctx, kd)
+	var tlsConfig *tls.Config
+	if err == nil {
+		tlsConfig, err = ext.tlsConfig()
 	}
-	tlsConfig, err := clientTLS(bundle, "ca.crt", "admin-client")
 	if err != nil {
-		return comp, err
+		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason,
+			truncateString("cannot probe the external etcd: "+err.Error(), 1024))
+		return
 	}
-	port := int(kd.Spec.APIServer.SecurePort)
-	if port == 0 {
-		port = defaultSecurePort
-	}
-	urls := map[string]string{}
-	for _, h := range hostsWithRole(kd, kaov1.APIServerRole) {
-		urls[h.Name] = "https://" + net.JoinHostPort(h.Address, strconv.Itoa(port)) + "/readyz"
-		comp.Hosts = append(comp.Hosts, h.Name)
-	}
-	eps := r.readyzProber().Readyz(ctx, urls, tlsConfig)
-	ready, problems := 0, []string{}
-	for _, e := range eps {
-		if e.Ready {
-			ready++
-		} else {
-			problems = append(problems, e.Host+": "+e.Message)
-		}
-	}
-	comp.Ready = ready == len(eps)
-	comp.Message = truncateString(strings.TrimSpace(fmt.Sprintf("%d/%d ready %s", ready, len(eps), strings.Join(problems, "; "))), 512)
-	return comp, nil
+	recordEtcdHealth(kd, r.etcdProber().Etcd(ctx, ext.endpoint, tlsConfig))
 }
 
 func (r *KarmadaDeploymentReconciler) etcdProber() probe.EtcdProber {
@@ -143,6 +302,13 @@ func (r *KarmadaDeploymentReconciler) readyzProber() probe.ReadyzProber {
 		return r.ReadyzProber
 	}
 	return probe.Readyz{}
+}
+
+func (r *KarmadaDeploymentReconciler) karmadaProber() probe.KarmadaProber {
+	if r.KarmadaProber != nil {
+		return r.KarmadaProber
+	}
+	return probe.Karmada{}
 }
 
 func (r *KarmadaDeploymentReconciler) probeInterval() time.Duration {

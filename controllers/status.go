@@ -78,20 +78,21 @@ func setRunResultCondition(kd *kaov1.KarmadaDeployment, res *runner.Result) {
 	}
 }
 
-// setProbeConditions resets the health conditions kao cannot probe yet to
-// Unknown, saying so; observe then overwrites those it can probe.
+// setProbeConditions sets the conditions no probe decides: those of what
+// kao cannot install or probe yet say so, and MembersReady holds while
+// spec.members is empty. observe then sets those its probes decide.
 func setProbeConditions(kd *kaov1.KarmadaDeployment) {
-	for _, t := range []string{kaov1.ReadyCondition, kaov1.ControlPlaneReadyCondition, kaov1.MembersReadyCondition} {
-		setCondition(kd, t, metav1.ConditionUnknown, kaov1.NotImplementedReason,
-			"kao does not probe karmada-apiserver and the member clusters yet")
+	if kd.Spec.Mode != kaov1.BinaryMode {
+		for _, t := range []string{kaov1.ReadyCondition, kaov1.ControlPlaneReadyCondition, kaov1.EtcdHealthyCondition} {
+			setCondition(kd, t, metav1.ConditionUnknown, kaov1.NotImplementedReason,
+				"kao does not install Containerized control planes yet")
+		}
 	}
-	if kd.Spec.Mode == kaov1.BinaryMode {
-		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionUnknown, kaov1.NotImplementedReason,
-			"kao does not install every Karmada component yet, so it cannot call the control plane ready")
-	}
-	if kd.Spec.Mode != kaov1.BinaryMode || kd.Spec.Etcd.Managed == nil {
-		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionUnknown, kaov1.NotImplementedReason,
-			"kao probes only managed etcd in Binary mode so far")
+	if len(kd.Spec.Members) == 0 {
+		setCondition(kd, kaov1.MembersReadyCondition, metav1.ConditionTrue, kaov1.NoMembersReason, "spec.members is empty")
+	} else {
+		setCondition(kd, kaov1.MembersReadyCondition, metav1.ConditionUnknown, kaov1.NotImplementedReason,
+			"kao does not join member clusters yet")
 	}
 }
 
