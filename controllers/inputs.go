@@ -32,6 +32,8 @@ type runInputs struct {
 	kubeconfigs map[string][]byte
 	// pki holds the deployment's certificates and keys.
 	pki pki.Bundle
+	// externalEtcd is spec.etcd.external's CA and client certificate.
+	externalEtcd *externalEtcd
 }
 
 // secretValue reads one key of a Secret in the deployment's namespace. field
@@ -62,6 +64,9 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 		if in.knownHosts, err = r.secretValue(ctx, kd.Namespace, ssh.KnownHostsSecretRef, "spec.ssh.knownHostsSecretRef"); err != nil {
 			return nil, err
 		}
+	}
+	if in.externalEtcd, err = r.readExternalEtcd(ctx, kd); err != nil {
+		return nil, err
 	}
 	for i, m := range kd.Spec.Members {
 		data, err := r.secretValue(ctx, kd.Namespace, m.KubeconfigSecretRef, fmt.Sprintf("spec.members[%d].kubeconfigSecretRef", i))

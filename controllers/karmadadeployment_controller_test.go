@@ -61,7 +61,7 @@ func TestRunProgressAndResultAreWrittenToStatus(t *testing.T) {
 		return p != nil && p.TasksDone > 0 && p.TasksDone < p.TasksTotal
 	})
 	p := running.Status.Progress
-	if p.Playbook != installPlaybook || p.TasksTotal != 18 || p.Percent <= 0 || p.Percent >= 100 || p.CurrentTask == "" || p.CurrentHost == "" {
+	if p.Playbook != installPlaybook || p.TasksTotal != 19 || p.Percent <= 0 || p.Percent >= 100 || p.CurrentTask == "" || p.CurrentHost == "" {
 		t.Errorf("progress is incomplete: %+v", p)
 	}
 	if running.Status.Phase != kaov1.InstallingPhase {
