@@ -1,21 +1,35 @@
 package controllers
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"time"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	bundle "github.com/kao-io/kao/internal/artifacts"
 )
 
-// bundleManifest is manifest.json of an artifacts bundle (`make artifacts`):
-// the versions the bundle holds by default.
-type bundleManifest struct {
-	Karmada    string `json:"karmada"`
-	Kubernetes string `json:"kubernetes"`
-	Etcd       string `json:"etcd"`
-}
+// artifactsMirrorTimeout bounds mirroring the needed part of a bundle from
+// spec.artifacts.url: several hundred MiB, which a slow link inside a data
+// centre moves in minutes. A stalled transfer fails sooner
+// (bundle.DefaultIdleTimeout).
+const artifactsMirrorTimeout = 20 * time.Minute
+
+// artifactsCacheDir is where bundles from spec.artifacts.url are mirrored,
+// under the operator's state directory, one directory per URL.
+const artifactsCacheDir = "artifacts"
+
+// bundleVersion is what a bundle's directories are named by, as the roles
+// expect them (roles/binaries asserts the same pattern).
+var bundleVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`)
 
 // artifacts is the bundle a run installs from.
 type artifacts struct {
@@ -25,54 +39,165 @@ type artifacts struct {
 	karmada, kubernetes, etcd string
 }
 
+// bundleWant is one component version a deployment needs from its bundle.
+type bundleWant struct {
+	component, version, what string
+}
+
+// bundleSource says where a bundle comes from, for messages.
+type bundleSource struct {
+	// where names the bundle: its directory, or its URL without credentials.
+	where string
+	// field is what pointed at it: a spec field or the operator's flag.
+	field string
+}
+
+func (s bundleSource) String() string {
+	return fmt.Sprintf("the artifacts bundle %s (%s)", s.where, s.field)
+}
+
 // resolveArtifacts finds the bundle of a Binary deployment and checks that it
-// holds every version the spec asks for. Installs are offline: a missing
-// version is a condition telling what to build, never a download.
+// holds every version the spec asks for. A bundle at spec.artifacts.url is
+// mirrored first, into the operator's state directory. Installs are offline:
+// a missing version is a condition telling what to build, never a download
+// from the internet.
 func (r *KarmadaDeploymentReconciler) resolveArtifacts(kd *kaov1.KarmadaDeployment) (*artifacts, error) {
-	spec := kd.Spec.Artifacts
-	if spec.URL != "" {
-		return nil, &inputError{"spec.artifacts.url is not supported yet: put the bundle in a directory the operator can read and set spec.artifacts.localPath"}
+	return r.fetchArtifacts(context.Background(), kd)
+}
+
+// fetchArtifacts is resolveArtifacts with a context that ends the mirror of
+// spec.artifacts.url early.
+func (r *KarmadaDeploymentReconciler) fetchArtifacts(ctx context.Context, kd *kaov1.KarmadaDeployment) (*artifacts, error) {
+	rawURL := kd.Spec.Artifacts.URL
+	if rawURL == "" {
+		return r.localArtifacts(kd)
 	}
-	dir := spec.LocalPath
-	field := "spec.artifacts.localPath"
-	if dir == "" {
-		dir, field = r.ArtifactsDir, "the operator's --artifacts-dir"
+	if r.StateDir == "" {
+		return nil, &inputError{"spec.artifacts.url needs the operator's --state-dir to mirror the bundle into"}
 	}
-	if dir == "" {
-		return nil, &inputError{"no artifacts bundle: set spec.artifacts.localPath or start the operator with --artifacts-dir"}
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	m, err := bundle.New(rawURL, filepath.Join(r.StateDir, artifactsCacheDir), bundle.Options{})
 	if err != nil {
-		return nil, &inputError{fmt.Sprintf("the artifacts bundle %s (%s) has no readable manifest.json: build one with `make artifacts`", dir, field)}
+		return nil, &inputError{fmt.Sprintf("spec.artifacts.url: %v", err)} // never quotes the URL's credentials
 	}
-	m := bundleManifest{}
+	src := bundleSource{where: m.String(), field: "spec.artifacts.url"}
+	ctx, cancel := context.WithTimeout(ctx, artifactsMirrorTimeout)
+	defer cancel()
+	var a *artifacts
+	res, err := m.Sync(ctx, func(ix *bundle.Index) ([]bundle.Component, error) {
+		resolved, wants, err := versionsFor(kd, ix.Manifest, src)
+		if err != nil {
+			return nil, err
+		}
+		a = resolved
+		comps := make([]bundle.Component, 0, len(wants))
+		for _, w := range wants {
+			c := bundle.Component{Name: w.component, Version: w.version}
+			if !ix.Has(c) {
+				return nil, missingVersion(src, w)
+			}
+			comps = append(comps, c)
+		}
+		return comps, nil
+	})
+	if err != nil {
+		var bad *inputError
+		if errors.As(err, &bad) {
+			return nil, bad
+		}
+		return nil, &inputError{fmt.Sprintf("mirroring %s: %v", src, err)}
+	}
+	if res.Downloaded > 0 {
+		ctrl.Log.WithName("artifacts").Info("Mirrored the artifacts bundle", "KarmadaDeployment", klog.KObj(kd),
+			"url", m.String(), "dir", m.Dir(), "files", res.Downloaded, "bytes", res.Bytes)
+	}
+	a.dir = m.Dir()
+	return a, nil
+}
+
+// observedArtifacts is resolveArtifacts without the network, for status: a
+// bundle at spec.artifacts.url is read from what the last run mirrored.
+func (r *KarmadaDeploymentReconciler) observedArtifacts(kd *kaov1.KarmadaDeployment) (*artifacts, error) {
+	rawURL := kd.Spec.Artifacts.URL
+	if rawURL == "" {
+		return r.localArtifacts(kd)
+	}
+	if r.StateDir == "" {
+		return nil, &inputError{"spec.artifacts.url needs the operator's --state-dir to mirror the bundle into"}
+	}
+	dir, err := bundle.CacheDir(filepath.Join(r.StateDir, artifactsCacheDir), rawURL)
+	if err != nil {
+		return nil, &inputError{fmt.Sprintf("spec.artifacts.url: %v", err)}
+	}
+	return checkBundleDir(kd, dir, bundleSource{where: bundle.Redact(rawURL) + " mirrored in " + dir, field: "spec.artifacts.url"})
+}
+
+// localArtifacts resolves a bundle directory: spec.artifacts.localPath or the
+// operator's default.
+func (r *KarmadaDeploymentReconciler) localArtifacts(kd *kaov1.KarmadaDeployment) (*artifacts, error) {
+	src := bundleSource{where: kd.Spec.Artifacts.LocalPath, field: "spec.artifacts.localPath"}
+	if src.where == "" {
+		src = bundleSource{where: r.ArtifactsDir, field: "the operator's --artifacts-dir"}
+	}
+	if src.where == "" {
+		return nil, &inputError{"no artifacts bundle: set spec.artifacts.localPath or spec.artifacts.url, or start the operator with --artifacts-dir"}
+	}
+	return checkBundleDir(kd, src.where, src)
+}
+
+// checkBundleDir checks that a bundle directory holds every version the spec asks for.
+func checkBundleDir(kd *kaov1.KarmadaDeployment, dir string, src bundleSource) (*artifacts, error) {
+	data, err := os.ReadFile(filepath.Join(dir, bundle.ManifestFile))
+	if err != nil {
+		return nil, &inputError{fmt.Sprintf("%s has no readable manifest.json: build one with `make artifacts`", src)}
+	}
+	m := bundle.Manifest{}
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, &inputError{fmt.Sprintf("the artifacts bundle %s has a malformed manifest.json: %v", dir, err)}
+		return nil, &inputError{fmt.Sprintf("%s has a malformed manifest.json: %v", src, err)}
 	}
-	a := &artifacts{dir: dir, karmada: kd.Spec.Version, kubernetes: kd.Spec.KubernetesVersion, etcd: m.Etcd}
+	a, wants, err := versionsFor(kd, m, src)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range wants {
+		if st, err := os.Stat(filepath.Join(dir, w.component, w.version, "bin")); err != nil || !st.IsDir() {
+			return nil, missingVersion(src, w)
+		}
+	}
+	a.dir = dir
+	return a, nil
+}
+
+// versionsFor decides the versions a run installs, from the spec and the
+// bundle's defaults, and lists the component versions it needs.
+func versionsFor(kd *kaov1.KarmadaDeployment, m bundle.Manifest, src bundleSource) (*artifacts, []bundleWant, error) {
+	a := &artifacts{karmada: kd.Spec.Version, kubernetes: kd.Spec.KubernetesVersion, etcd: m.Etcd}
 	if a.kubernetes == "" {
 		a.kubernetes = m.Kubernetes
 	}
 	if e := kd.Spec.Etcd.Managed; e != nil && e.Version != "" {
 		a.etcd = e.Version
 	}
-	wants := []struct{ component, version, what string }{
+	wants := []bundleWant{
 		{"karmada", a.karmada, "Karmada"},
 		{"kubernetes", a.kubernetes, "Kubernetes"},
 	}
 	if kd.Spec.Etcd.Managed != nil {
-		wants = append(wants, struct{ component, version, what string }{"etcd", a.etcd, "etcd"})
+		wants = append(wants, bundleWant{"etcd", a.etcd, "etcd"})
 	}
 	for _, w := range wants {
 		if w.version == "" {
-			return nil, &inputError{fmt.Sprintf("the artifacts bundle %s names no default %s version in manifest.json", dir, w.what)}
+			return nil, nil, &inputError{fmt.Sprintf("%s names no default %s version in manifest.json", src, w.what)}
 		}
-		if st, err := os.Stat(filepath.Join(dir, w.component, w.version, "bin")); err != nil || !st.IsDir() {
-			return nil, &inputError{fmt.Sprintf("the artifacts bundle %s (%s) has no %s %s: build a bundle with it (`make artifacts`)",
-				dir, field, w.what, w.version)}
+		// Spec versions are validated by the API; a manifest's are not.
+		if !bundleVersion.MatchString(w.version) {
+			return nil, nil, &inputError{fmt.Sprintf("%s names %s version %q in manifest.json, not vX.Y.Z", src, w.what, w.version)}
 		}
 	}
-	return a, nil
+	return a, wants, nil
+}
+
+func missingVersion(src bundleSource, w bundleWant) error {
+	return &inputError{fmt.Sprintf("%s has no %s %s: build a bundle with it (`make artifacts`)", src, w.what, w.version)}
 }
 
 // extraVars are the run variables describing the bundle.

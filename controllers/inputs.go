@@ -112,7 +112,7 @@ var inventoryGroups = []string{
 }
 
 // buildRunSpec assembles everything one run needs.
-func (r *KarmadaDeploymentReconciler) buildRunSpec(kd *kaov1.KarmadaDeployment, in *runInputs, runID, dir, playbook string) (runner.Spec, error) {
+func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov1.KarmadaDeployment, in *runInputs, runID, dir, playbook string) (runner.Spec, error) {
 	kubeconfigPath := func(member string) string {
 		return filepath.Join(dir, runner.SecretsDir, "members", member+".kubeconfig")
 	}
@@ -126,7 +126,12 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(kd *kaov1.KarmadaDeployment, 
 	}
 	extraVars := map[string]any{"kao_run_id": runID}
 	if kd.Spec.Mode == kaov1.BinaryMode {
-		a, err := r.resolveArtifacts(kd)
+		// An uninstall uses what an earlier run mirrored when it can: removing
+		// a control plane must not depend on the bundle's web server.
+		a, err := r.observedArtifacts(kd)
+		if playbook != uninstallPlaybook || err != nil {
+			a, err = r.fetchArtifacts(ctx, kd)
+		}
 		if err != nil {
 			return runner.Spec{}, err
 		}

@@ -257,7 +257,7 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	}
 	var spec runner.Spec
 	if err == nil {
-		spec, err = r.buildRunSpec(kd, in, runID, dir, playbook)
+		spec, err = r.buildRunSpec(ctx, kd, in, runID, dir, playbook)
 	}
 	if err != nil {
 		var bad *inputError

@@ -44,7 +44,7 @@ func (r *KarmadaDeploymentReconciler) observe(ctx context.Context, kd *kaov1.Kar
 		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
 		return r.probeInterval()
 	}
-	versions, _ := r.resolveArtifacts(kd) // for the versions shown in status; nil if the bundle went away
+	versions, _ := r.observedArtifacts(kd) // for the versions shown in status; nil if the bundle went away
 	components := []kaov1.ComponentStatus{}
 	switch {
 	case kd.Spec.Etcd.Managed != nil:
@@ -138,7 +138,8 @@ func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, k
 	summarize(&apiserver, eps)
 
 	aggregated := component("karmada-aggregated-apiserver", version(c.AggregatedAPIServer.Version, karmada), apiHosts)
-	summarize(&aggregated, r.readyzProber().Readyz(ctx, hostURLs(apiHosts, aggregatedAPIServerPort, "/readyz"), admin))
+	aggregatedEps := r.readyzProber().Readyz(ctx, hostURLs(apiHosts, aggregatedAPIServerPort, "/readyz"), admin)
+	summarize(&aggregated, aggregatedEps)
 
 	webhook := component("karmada-webhook", version(c.Webhook.Version, karmada), cpHosts)
 	addrs := map[string]string{}
@@ -146,7 +147,8 @@ func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, k
 		addrs[h.Name] = net.JoinHostPort(h.Address, strconv.Itoa(webhookPort))
 	}
 	caOnly := &tls.Config{RootCAs: admin.RootCAs, MinVersion: tls.VersionTLS12}
-	summarize(&webhook, r.karmadaProber().Handshake(ctx, addrs, caOnly))
+	webhookEps := r.karmadaProber().Handshake(ctx, addrs, caOnly)
+	summarize(&webhook, webhookEps)
 
 	controllers := []kaov1.ComponentStatus{
 		component("kube-controller-manager", version(c.KubeControllerManager.Version, kube), cpHosts),
@@ -182,6 +184,15 @@ func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, k
 		if ok, msg := r.karmadaProber().APIService(ctx, api, clusterAPIService); !ok {
 			aggregated.Ready = false
 			aggregated.Message = truncateString(aggregated.Message+"; "+msg, 512)
+		}
+	}
+	if api.URL != "" {
+		err := routeAroundDeadHosts(ctx, api.URL, bundle, []hostSlice{
+			{name: aggregatedAPIServerSlice, ready: endpointReadiness(apiHosts, aggregatedEps)},
+			{name: webhookSlice, ready: endpointReadiness(cpHosts, webhookEps)},
+		})
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Routing around hosts that failed their probes")
 		}
 	}
 	return append([]kaov1.ComponentStatus{apiserver, aggregated}, append(controllers, webhook)...), nil
