@@ -358,6 +358,7 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 		cur.Status.Progress = nil
 		cur.Status.LastRun = runStatus(res, kd.Generation, logName)
 		setRunResultCondition(cur, res)
+		recordMemberFailures(cur, res)
 		switch res.Outcome {
 		case runner.Succeeded:
 			cur.Status.Retry = nil

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -52,7 +53,8 @@ func (r *KarmadaDeploymentReconciler) observe(ctx context.Context, kd *kaov1.Kar
 	case kd.Spec.Etcd.External != nil:
 		r.observeExternalEtcd(ctx, kd)
 	}
-	cp, err := r.observeControlPlane(ctx, kd, bundle, versions)
+	cp, api, err := r.observeControlPlane(ctx, kd, bundle, versions)
+	r.observeMemberClusters(ctx, kd, api)
 	if err != nil {
 		msg := "cannot probe the control plane: " + err.Error()
 		setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
@@ -116,10 +118,10 @@ func setReadyCondition(kd *kaov1.KarmadaDeployment) {
 
 // observeControlPlane probes every Karmada component except etcd. It fails
 // only when kao's PKI cannot make a probe client.
-func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaDeployment, bundle pki.Bundle, versions *artifacts) ([]kaov1.ComponentStatus, error) {
+func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaDeployment, bundle pki.Bundle, versions *artifacts) ([]kaov1.ComponentStatus, probe.API, error) {
 	admin, err := clientTLS(bundle, "ca.crt", "admin-client")
 	if err != nil {
-		return nil, err
+		return nil, probe.API{}, err
 	}
 	var kube, karmada string
 	if versions != nil {
@@ -195,7 +197,23 @@ func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, k
 			ctrl.LoggerFrom(ctx).Error(err, "Routing around hosts that failed their probes")
 		}
 	}
-	return append([]kaov1.ComponentStatus{apiserver, aggregated}, append(controllers, webhook)...), nil
+	return append([]kaov1.ComponentStatus{apiserver, aggregated}, append(controllers, webhook)...), api, nil
+}
+
+// observeMemberClusters reads Karmada's Cluster objects through a ready
+// karmada-apiserver (api.URL empty: none is) into status.members.
+func (r *KarmadaDeploymentReconciler) observeMemberClusters(ctx context.Context, kd *kaov1.KarmadaDeployment, api probe.API) {
+	now := metav1.NewTime(r.Clock.Now())
+	if len(kd.Spec.Members) == 0 && len(kd.Status.Members) == 0 {
+		observeMembers(kd, nil, nil, now)
+		return
+	}
+	if api.URL == "" {
+		observeMembers(kd, nil, errors.New("no karmada-apiserver is ready"), now)
+		return
+	}
+	clusters, err := r.karmadaProber().Clusters(ctx, api)
+	observeMembers(kd, clusters, err, now)
 }
 
 // Where the components the operator probes listen (the roles' defaults).

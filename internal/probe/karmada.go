@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ type KarmadaProber interface {
 	Leases(ctx context.Context, api API, leases []LeaseRef, now time.Time) []LeaseState
 	// APIService reads whether an APIService is Available.
 	APIService(ctx context.Context, api API, name string) (available bool, message string)
+	// Clusters lists Karmada's member clusters.
+	Clusters(ctx context.Context, api API) ([]ClusterState, error)
 }
 
 // API is how a probe reaches karmada-apiserver: its base URL
@@ -193,4 +196,58 @@ func (a API) get(ctx context.Context, path string, into any) error {
 		return fmt.Errorf("GET %s: %s", path, shorten(err.Error()))
 	}
 	return nil
+}
+
+// ClusterState is a member cluster as its Cluster object in Karmada says.
+type ClusterState struct {
+	Name     string
+	SyncMode string
+	ID       string
+	// Ready is the Cluster's Ready condition.
+	Ready bool
+	// Message is the Ready condition's reason and message when not ready.
+	Message string
+}
+
+// clusterList is the part of a cluster.karmada.io/v1alpha1 ClusterList a probe reads.
+type clusterList struct {
+	Items []struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			SyncMode string `json:"syncMode"`
+			ID       string `json:"id"`
+		} `json:"spec"`
+		Status struct {
+			Conditions []struct {
+				Type, Status, Reason, Message string
+			} `json:"conditions"`
+		} `json:"status"`
+	} `json:"items"`
+}
+
+// Clusters lists Karmada's member clusters through the Cluster API.
+func (Karmada) Clusters(ctx context.Context, api API) ([]ClusterState, error) {
+	l := clusterList{}
+	if err := api.get(ctx, "/apis/cluster.karmada.io/v1alpha1/clusters", &l); err != nil {
+		return nil, err
+	}
+	out := make([]ClusterState, 0, len(l.Items))
+	for _, it := range l.Items {
+		c := ClusterState{Name: it.Metadata.Name, SyncMode: it.Spec.SyncMode, ID: it.Spec.ID,
+			Message: "Karmada reports no Ready condition yet"}
+		for _, cond := range it.Status.Conditions {
+			if cond.Type != "Ready" {
+				continue
+			}
+			c.Ready = cond.Status == "True"
+			c.Message = ""
+			if !c.Ready {
+				c.Message = shorten(strings.TrimSpace(cond.Reason + ": " + cond.Message))
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
