@@ -155,7 +155,7 @@ func TestKarmadaAPIServer(t *testing.T) {
 			"--external-hostname=" + payload,
 			"--feature-gates=APIResponseCompression=false",
 			"--secure-port=5443",
-			"--anonymous-auth=false",
+			"--authentication-config=/etc/karmada/karmada-apiserver-authentication.yaml",
 			"--advertise-address=" + apiHosts[0].Address,
 			"--etcd-servers=" + strings.Join(clientURLs(hs), ","),
 		} {

@@ -3,6 +3,8 @@ package roles
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +25,15 @@ var controllerServices = []string{"kube-controller-manager", "karmada-controller
 // karmada-apiserver on the first two and the controllers on the last two,
 // applies Karmada's CRDs from this machine in between, and proves that every
 // controller runs on both control-plane hosts, that kube-controller-manager
-// issues service-account tokens, that the components elect leaders, that a
-// second run changes nothing, and that the uninstall removes the controllers.
+// issues service-account tokens, that the components elect leaders. Then the
+// karmada_resources role wires karmada-webhook in and publishes the pull-mode
+// bootstrap objects, and the test proves that karmada-apiserver refuses an
+// invalid PropagationPolicy with karmada-webhook's verdict, defaults a valid
+// one through the mutating webhook, converts bindings through the conversion
+// webhook, serves cluster-info (and only it) to anonymous clients, and that
+// a bootstrap token from `karmadactl token create` signs cluster-info and may
+// request agent certificates. Finally a second run changes nothing and the
+// uninstall removes the controllers.
 func TestKarmadaControllers(t *testing.T) {
 	requirePrerequisites(t)
 	bundle, m := buildBundle(t)
@@ -43,6 +52,11 @@ func TestKarmadaControllers(t *testing.T) {
 	base := testdataPath(t, "controllers-base.yml")
 	install := testdataPath(t, "controllers-install.yml")
 	uninstall := testdataPath(t, "controllers-uninstall.yml")
+	resources := testdataPath(t, "controllers-resources.yml")
+	karmadactl := filepath.Join(bundle, "karmada", m.Karmada, "bin", "karmadactl")
+	if _, err := os.Stat(karmadactl); err != nil {
+		t.Fatalf("the bundle has no karmadactl (make artifacts): %v", err)
+	}
 	vars := a.extraVars(t, "vars.json", map[string]string{"kao_artifacts_dir": bundle, "kao_pki_dir": pkiDir})
 	inv := a.inventory(t, "inventory.json", controllersDeployment(hs, apiHosts, cpHosts))
 
@@ -188,6 +202,210 @@ type: kubernetes.io/service-account-token
 		}
 	})
 
+	step("wires karmada-webhook in and publishes the bootstrap objects", func(t *testing.T) {
+		// Every task runs once, for the play's first host, on this machine.
+		r := a.playbook(t, inv, vars, resources)
+		r.mustSucceed(t, names[0])
+		for _, task := range []string{
+			"TASK [karmada_resources : Karmada resources | Apply cluster-info and the bootstrap RBAC]",
+			"TASK [karmada_resources : Karmada resources | Apply the conversion webhook of the binding CRDs]",
+			"TASK [karmada_resources : Karmada resources | Wait for karmada-webhook to refuse an invalid PropagationPolicy]",
+			"TASK [karmada_resources : Karmada resources | List the bindings through the conversion webhook]",
+		} {
+			if !strings.Contains(r.out, task) {
+				t.Errorf("the run did not reach %q:\n%s", task, r.out)
+			}
+		}
+		if r.recap[names[0]].Changed == 0 {
+			t.Errorf("the first run changed nothing: %+v", r.recap)
+		}
+		// Both webhook configurations name the Service, trust kao's CA and
+		// fail closed; the Service's slice lists both control-plane hosts.
+		for _, c := range []struct {
+			// object is the webhook configuration.
+			object string
+			// webhooks is how many webhooks Karmada v1.18.1 defines in it.
+			webhooks int
+		}{
+			{"mutatingwebhookconfiguration/mutating-config", 8},
+			{"validatingwebhookconfiguration/validating-config", 14},
+		} {
+			out := kubectlRun(t, "get", c.object, "-o",
+				`jsonpath={range .webhooks[*]}{.clientConfig.service.name}:{.clientConfig.service.port} {.failurePolicy} {.clientConfig.caBundle}{"\n"}{end}`)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != c.webhooks {
+				t.Errorf("%s has %d webhooks, want %d", c.object, len(lines), c.webhooks)
+			}
+			want := "karmada-webhook:443 Fail " + base64.StdEncoding.EncodeToString(bundlePKI[pki.CertFile(pki.CA)])
+			for _, l := range lines {
+				if l != want {
+					t.Errorf("%s has a webhook %.60q..., want each to call karmada-webhook:443, fail closed and trust kao's CA", c.object, l)
+					break
+				}
+			}
+		}
+		addrs := kubectlRun(t, "-n", "karmada-system", "get", "endpointslice", "karmada-webhook-hosts",
+			"-o", "jsonpath={.endpoints[*].addresses[0]} {.ports[0].port}")
+		if want := cpHosts[0].Address + " " + cpHosts[1].Address + " 8443"; addrs != want {
+			t.Errorf("karmada-webhook's EndpointSlice lists %q, want %q", addrs, want)
+		}
+		argv := processArgv(ctx, t, dc, apiHosts[0].Name, "karmada-apiserver")
+		if !slices.Contains(argv, "--authentication-config=/etc/karmada/karmada-apiserver-authentication.yaml") ||
+			!slices.Contains(argv, "--enable-bootstrap-token-auth=true") || slices.Contains(argv, "--anonymous-auth=false") {
+			t.Errorf("karmada-apiserver does not limit anonymous requests with its authentication configuration, or lacks bootstrap tokens: %q", argv)
+		}
+	})
+
+	step("karmada-webhook refuses an invalid PropagationPolicy", func(t *testing.T) {
+		kubectlRun(t, "create", "namespace", webhookTestNamespace)
+		out, err := kubectlOutput(ctx, kubectl, kubeconfig, invalidPolicy, "create", "-f", "-")
+		if err == nil {
+			t.Fatalf("karmada-apiserver stored a PropagationPolicy selecting another namespace:\n%s", out)
+		}
+		for _, want := range []string{
+			`admission webhook "propagationpolicy.karmada.io" denied the request`,
+			"namespace of resource selector must be the same as the namespace of the policy",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the refusal does not say %q:\n%s", want, out)
+			}
+		}
+		if out, err := kubectlOutput(ctx, kubectl, kubeconfig, "", "-n", webhookTestNamespace, "get", "propagationpolicy", "kao-invalid"); err == nil ||
+			!strings.Contains(out, "NotFound") {
+			t.Errorf("the refused policy exists: %v\n%s", err, out)
+		}
+	})
+
+	step("karmada-webhook accepts and defaults a valid PropagationPolicy", func(t *testing.T) {
+		out, err := kubectlOutput(ctx, kubectl, kubeconfig, validPolicy, "create", "-f", "-")
+		if err != nil {
+			t.Fatalf("karmada-apiserver refused a valid PropagationPolicy: %v\n%s", err, out)
+		}
+		got := kubectlRun(t, "-n", webhookTestNamespace, "get", "propagationpolicy", "kao-valid", "-o",
+			`jsonpath={.metadata.labels.propagationpolicy\.karmada\.io/permanent-id}|{.metadata.finalizers}|{.spec.resourceSelectors[0].namespace}`)
+		f := strings.Split(got, "|")
+		if len(f) != 3 || !uuidPattern.MatchString(f[0]) {
+			t.Fatalf("the policy got no permanent-id label from the mutating webhook: %q", got)
+		}
+		if !strings.Contains(f[1], "karmada.io/propagation-policy-controller") {
+			t.Errorf("the policy got no finalizer from the mutating webhook: %q", f[1])
+		}
+		if f[2] != webhookTestNamespace {
+			t.Errorf("the mutating webhook did not default the selector's namespace: %q, want %q", f[2], webhookTestNamespace)
+		}
+	})
+
+	step("converts bindings through karmada-webhook", func(t *testing.T) {
+		for _, crd := range []string{"resourcebindings.work.karmada.io", "clusterresourcebindings.work.karmada.io"} {
+			conv := kubectlRun(t, "get", "crd", crd, "-o",
+				"jsonpath={.spec.conversion.strategy} {.spec.conversion.webhook.clientConfig.service.name} {.spec.conversion.webhook.clientConfig.service.path}")
+			if conv != "Webhook karmada-webhook /convert" {
+				t.Errorf("%s converts with %q, want Webhook karmada-webhook /convert", crd, conv)
+			}
+		}
+		if out, err := kubectlOutput(ctx, kubectl, kubeconfig, storedBinding, "create", "-f", "-"); err != nil {
+			t.Fatalf("creating a ResourceBinding: %v\n%s", err, out)
+		}
+		// Stored as v1alpha2: reading it as v1alpha1 calls /convert.
+		got := kubectlRun(t, "-n", webhookTestNamespace, "get", "resourcebindings.v1alpha1.work.karmada.io", "kao-conversion-probe", "-o",
+			`jsonpath={.apiVersion} {.spec.resource.name} {.metadata.labels.resourcebinding\.karmada\.io/permanent-id}`)
+		f := strings.Fields(got)
+		if len(f) != 3 || f[0] != "work.karmada.io/v1alpha1" || f[1] != "nginx" || !uuidPattern.MatchString(f[2]) {
+			t.Errorf("the binding read as v1alpha1 is %q, want work.karmada.io/v1alpha1, its resource and a permanent-id from the mutating webhook", got)
+		}
+		if out := kubectlRun(t, "get", "resourcebindings", "-A"); !strings.Contains(out, "kao-conversion-probe") {
+			t.Errorf("kubectl get resourcebindings -A does not list the binding:\n%s", out)
+		}
+		kubectlRun(t, "get", "clusterresourcebindings.v1alpha1.work.karmada.io")
+	})
+
+	anon := anonymousClient(t, bundlePKI)
+	step("serves cluster-info, and only it, to anonymous clients", func(t *testing.T) {
+		for _, h := range apiHosts {
+			code, body := anonymousGet(ctx, t, anon, apiURL(h)+clusterInfoPath)
+			if code != http.StatusOK {
+				t.Fatalf("%s: an anonymous GET of cluster-info got %d:\n%s", h.Name, code, body)
+			}
+			_, kc := parseClusterInfo(t, body)
+			if len(kc.Clusters) != 1 || len(kc.Users) != 0 {
+				t.Fatalf("%s: cluster-info's kubeconfig has %d clusters and %d users, want one cluster and no credentials", h.Name, len(kc.Clusters), len(kc.Users))
+			}
+			c := kc.Clusters[0].Cluster
+			if want := "https://" + apiHosts[0].Address + ":5443"; c.Server != want {
+				t.Errorf("%s: cluster-info names server %q, want the endpoint %q", h.Name, c.Server, want)
+			}
+			if ca, err := base64.StdEncoding.DecodeString(c.CAData); err != nil || !bytes.Equal(ca, bundlePKI[pki.CertFile(pki.CA)]) {
+				t.Errorf("%s: cluster-info's certificate-authority-data is not kao's ca.crt (%v)", h.Name, err)
+			}
+			for _, path := range []string{"/readyz", "/api/v1/namespaces/kube-public/configmaps", "/api/v1/namespaces/kube-public/configmaps/other"} {
+				if code, _ := anonymousGet(ctx, t, anon, apiURL(h)+path); code != http.StatusUnauthorized {
+					t.Errorf("%s: an anonymous GET of %s got %d, want 401", h.Name, path, code)
+				}
+			}
+		}
+	})
+
+	step("bootstrap tokens sign cluster-info and may request agent certificates", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, karmadactl, "token", "create", "--print-register-command", "--kubeconfig", kubeconfig).CombinedOutput()
+		match := registerCommand.FindStringSubmatch(string(out))
+		if err != nil || match == nil {
+			// The output holds a token: show its shape only.
+			t.Fatalf("karmadactl token create: %v; output does not read 'register <endpoint> --token <id>.<secret> "+
+				"--discovery-token-ca-cert-hash sha256:<hash>' (%d bytes)", err, len(out))
+		}
+		endpoint, id, secret, pin := match[1], match[2], match[3], match[4]
+		if want := apiHosts[0].Address + ":5443"; endpoint != want {
+			t.Errorf("the register command names %q, want %q", endpoint, want)
+		}
+		if want := caPin(t, bundlePKI[pki.CertFile(pki.CA)]); pin != want {
+			t.Errorf("the register command pins %s, want kao's CA %s", pin, want)
+		}
+		// kube-controller-manager's bootstrapsigner signs cluster-info's
+		// kubeconfig with the new token; karmadactl register checks that
+		// signature before it trusts what it read anonymously.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			_, body := anonymousGet(ctx, t, anon, apiURL(apiHosts[0])+clusterInfoPath)
+			ci, _ := parseClusterInfo(t, body)
+			if sig, ok := ci.Data["jws-kubeconfig-"+id]; ok {
+				if err := checkDetachedJWS(sig, ci.Data["kubeconfig"], id, secret); err != nil {
+					t.Fatalf("cluster-info's signature for the token does not verify: %v", err)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("bootstrapsigner did not sign cluster-info for the new token within 60s")
+			}
+			time.Sleep(2 * time.Second)
+		}
+		tokenKC := a.writeFile(t, "bootstrap-token.kubeconfig", tokenKubeconfig(apiURL(apiHosts[0]), bundlePKI[pki.CertFile(pki.CA)], id+"."+secret))
+		for _, c := range []struct {
+			// args are kubectl auth can-i's arguments.
+			args []string
+			// want is its answer for the bootstrap token.
+			want string
+		}{
+			{[]string{"create", "certificatesigningrequests.certificates.k8s.io"}, "yes"},
+			{[]string{"create", "certificatesigningrequests.certificates.k8s.io", "--subresource=clusteragent"}, "yes"},
+			{[]string{"get", "secrets", "-n", "kube-system"}, "no"},
+		} {
+			out, _ := kubectlOutput(ctx, kubectl, tokenKC, "", append([]string{"auth", "can-i"}, c.args...)...)
+			// The answer is the last line; kubectl may warn before it.
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if got := lines[len(lines)-1]; got != c.want {
+				t.Errorf("kubectl auth can-i %s as the bootstrap token says %q, want %q", strings.Join(c.args, " "), got, c.want)
+			}
+		}
+		for _, name := range []string{
+			"clusterrolebinding/system:karmada:agent-autoapprove-certificate-rotation",
+			"clusterrolebinding/system:karmada:agent-rbac-generator",
+		} {
+			kubectlRun(t, "get", name)
+		}
+	})
+
 	step("second run changes nothing", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, install)
 		r.mustSucceed(t, cpNames...)
@@ -195,6 +413,14 @@ type: kubernetes.io/service-account-token
 			if r.recap[h].Changed != 0 {
 				t.Errorf("the second run changed %d things on %s:\n%s", r.recap[h].Changed, h, r.out)
 			}
+		}
+		// cluster-info now carries the bootstrap signer's signature, a field
+		// of kube-controller-manager's: applying kao's fields again leaves it
+		// and changes nothing.
+		r = a.playbook(t, inv, vars, resources)
+		r.mustSucceed(t, names[0])
+		if r.recap[names[0]].Changed != 0 {
+			t.Errorf("the second run of the resources changed %d things:\n%s", r.recap[names[0]].Changed, r.out)
 		}
 	})
 
