@@ -41,7 +41,7 @@ func SetupAll(mgr ctrl.Manager, o Options) error {
 	if err := kd.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the KarmadaDeployment controller: %w", err)
 	}
-	if err := SetupEtcdBackupController(mgr, o.MaxConcurrentReconciles); err != nil {
+	if err := SetupEtcdBackupController(mgr, o); err != nil {
 		return fmt.Errorf("setting up the EtcdBackup controller: %w", err)
 	}
 	if err := SetupEtcdRestoreController(mgr, o.MaxConcurrentReconciles); err != nil {

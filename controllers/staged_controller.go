@@ -45,22 +45,8 @@ func (r *stagedReconciler[T]) setup(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// +kubebuilder:rbac:groups=kao.io,resources=etcdbackups;etcdrestores,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=kao.io,resources=etcdbackups/status;etcdrestores/status,verbs=get;update;patch
-
-// SetupEtcdBackupController registers the EtcdBackup reconciler. Snapshots
-// arrive with the etcd lifecycle work; until then it only reports NotImplemented.
-func SetupEtcdBackupController(mgr ctrl.Manager, maxWorkers int) error {
-	r := &stagedReconciler[*kaov1.EtcdBackup]{
-		client:     mgr.GetClient(),
-		newObject:  func() *kaov1.EtcdBackup { return &kaov1.EtcdBackup{} },
-		conditions: func(o *kaov1.EtcdBackup) *[]metav1.Condition { return &o.Status.Conditions },
-		types:      []string{kaov1.ReadyCondition, kaov1.BackupSucceededCondition},
-		message:    "kao does not take etcd snapshots yet",
-		maxWorkers: maxWorkers,
-	}
-	return r.setup(mgr)
-}
+// +kubebuilder:rbac:groups=kao.io,resources=etcdrestores,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kao.io,resources=etcdrestores/status,verbs=get;update;patch
 
 // SetupEtcdRestoreController registers the EtcdRestore reconciler. Restores
 // arrive with the etcd lifecycle work; until then it only reports NotImplemented.
