@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,7 +53,7 @@ func binaryDeployment(ns, name, sshSecret string, hs []hosts.Host) *kaov1.Karmad
 
 // rerun makes the operator run the install playbook again by starting a new
 // generation: pausing and unpausing changes the spec and nothing else.
-func rerun(t *testing.T, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
+func rerun(t testing.TB, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
 	t.Helper()
 	for _, paused := range []bool{true, false} {
 		// The operator writes status all the time: retry on conflicts.
@@ -69,7 +70,7 @@ func rerun(t *testing.T, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
 }
 
 // waitForCondition waits until a condition has the status and reason.
-func waitForCondition(t *testing.T, kd *kaov1.KarmadaDeployment, ct string, status metav1.ConditionStatus, reason string, timeout time.Duration) *kaov1.KarmadaDeployment {
+func waitForCondition(t testing.TB, kd *kaov1.KarmadaDeployment, ct string, status metav1.ConditionStatus, reason string, timeout time.Duration) *kaov1.KarmadaDeployment {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -85,7 +86,7 @@ func waitForCondition(t *testing.T, kd *kaov1.KarmadaDeployment, ct string, stat
 }
 
 // waitForComponent waits until status.components reports the component ready.
-func waitForComponent(t *testing.T, kd *kaov1.KarmadaDeployment, name string, timeout time.Duration) *kaov1.KarmadaDeployment {
+func waitForComponent(t testing.TB, kd *kaov1.KarmadaDeployment, name string, timeout time.Duration) *kaov1.KarmadaDeployment {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -203,6 +204,49 @@ func TestBinaryInstall(t *testing.T) {
 		t.Errorf("kubectl get clusters through the aggregated API: %s", clusters)
 	}
 
+	// Every component is probed from the operator's side, and Ready sums it up.
+	cpReady := waitForCondition(t, kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionTrue, kaov1.ComponentsHealthyReason, 2*time.Minute)
+	wantComponents := map[string][]string{
+		"etcd":                         {nodes[0].Name, nodes[1].Name, nodes[2].Name},
+		"karmada-apiserver":            {nodes[0].Name, nodes[1].Name},
+		"karmada-aggregated-apiserver": {nodes[0].Name, nodes[1].Name},
+		"kube-controller-manager":      {nodes[1].Name, nodes[2].Name},
+		"karmada-controller-manager":   {nodes[1].Name, nodes[2].Name},
+		"karmada-scheduler":            {nodes[1].Name, nodes[2].Name},
+		"karmada-webhook":              {nodes[1].Name, nodes[2].Name},
+	}
+	if len(cpReady.Status.Components) != len(wantComponents) {
+		t.Errorf("status.components lists %d components, want %d: %+v", len(cpReady.Status.Components), len(wantComponents), cpReady.Status.Components)
+	}
+	for _, c := range cpReady.Status.Components {
+		if want, ok := wantComponents[c.Name]; !ok || !slices.Equal(c.Hosts, want) || !c.Ready || c.Version == "" {
+			t.Errorf("component %+v: want hosts %v, ready, with a version", c, want)
+		}
+	}
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, time.Minute)
+
+	// karmada-webhook judges Karmada's objects: an invalid PropagationPolicy
+	// is refused with its reason, a valid one is admitted.
+	kubectl("create", "namespace", "e2e-policies")
+	policy := func(name, selectorNamespace string) string {
+		p := filepath.Join(t.TempDir(), name+".yaml")
+		doc := "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: " + name +
+			"\n  namespace: e2e-policies\nspec:\n  resourceSelectors:\n    - apiVersion: apps/v1\n      kind: Deployment\n      name: web\n"
+		if selectorNamespace != "" {
+			doc += "      namespace: " + selectorNamespace + "\n"
+		}
+		doc += "  placement:\n    clusterAffinity:\n      clusterNames: [member1]\n"
+		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	out, err = exec.Command(filepath.Join(env.AssetsDir, "kubectl"), "--kubeconfig", kubeconfig, "create", "-f", policy("invalid", "elsewhere")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "admission webhook") || !strings.Contains(string(out), "denied the request") {
+		t.Errorf("an invalid PropagationPolicy was not refused by karmada-webhook: %v: %s", err, out)
+	}
+	kubectl("create", "-f", policy("valid", ""))
+
 	// A second run of an unchanged spec changes nothing on any host.
 	again := rerun(t, kd)
 	if again.Status.LastRun.Result != kaov1.RunSucceeded {
@@ -223,10 +267,30 @@ func TestBinaryInstall(t *testing.T) {
 	if !strings.Contains(c.Message, "2/3 members healthy") || !strings.Contains(c.Message, nodes[2].Name) {
 		t.Errorf("EtcdHealthy does not say which member is down: %q", c.Message)
 	}
+	// The host also ran karmada-webhook: the control plane is degraded, and
+	// says where.
+	down := waitForCondition(t, kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionFalse, kaov1.ComponentsUnhealthyReason, 2*time.Minute)
+	if c := meta.FindStatusCondition(down.Status.Conditions, kaov1.ControlPlaneReadyCondition); !strings.Contains(c.Message, "karmada-webhook") || !strings.Contains(c.Message, nodes[2].Name) {
+		t.Errorf("ControlPlaneReady does not name the webhook on %s: %q", nodes[2].Name, c.Message)
+	}
+	if r := meta.FindStatusCondition(down.Status.Conditions, kaov1.ReadyCondition); r == nil || r.Status != metav1.ConditionFalse {
+		t.Errorf("Ready with a host down: %+v", r)
+	}
+	// The API keeps serving, reads and writes: the operator took the dead
+	// host's webhook out of karmada-apiserver's routing, so every admission
+	// call reaches the live one.
+	if out := kubectl("get", "--raw", "/readyz"); strings.TrimSpace(out) != "ok" {
+		t.Errorf("/readyz with one etcd host down: %s", out)
+	}
+	kubectl("get", "propagationpolicies", "-A")
+	for i := range 6 {
+		kubectl("create", "--dry-run=server", "-f", policy(fmt.Sprintf("during-outage-%d", i), ""))
+	}
 	if err := dc.Start(ctx, nodes[2].Name); err != nil {
 		t.Fatal(err)
 	}
 	waitForCondition(t, kd, kaov1.EtcdHealthyCondition, metav1.ConditionTrue, kaov1.EtcdMembersHealthyReason, 3*time.Minute)
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
 
 	// A changed host key is refused, never trusted: the run fails naming the host.
 	sshSecret := &corev1.Secret{}

@@ -73,7 +73,7 @@ func run(m *testing.M) int {
 
 // startOperator runs kao's controllers, with the repository's playbooks and
 // roles, for one namespace until the test ends. It returns the state directory.
-func startOperator(t *testing.T, ns string) string {
+func startOperator(t testing.TB, ns string) string {
 	t.Helper()
 	stateDir := testenv.StateDir(t)
 	root := testenv.RepoRoot()
@@ -91,9 +91,9 @@ func startOperator(t *testing.T, ns string) string {
 	return stateDir
 }
 
-func newNamespace(t *testing.T) string { return testenv.Namespace(t, k8s, "kao-e2e-") }
+func newNamespace(t testing.TB) string { return testenv.Namespace(t, k8s, "kao-e2e-") }
 
-func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
+func createSecret(t testing.TB, ns, name string, data map[string][]byte) {
 	t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
 	if err := k8s.Create(context.Background(), s); err != nil {
@@ -101,7 +101,7 @@ func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
 	}
 }
 
-func get(t *testing.T, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
+func get(t testing.TB, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
 	t.Helper()
 	cur := &kaov1.KarmadaDeployment{}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kd), cur); err != nil {
@@ -111,7 +111,7 @@ func get(t *testing.T, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
 }
 
 // waitForRun waits for the deployment's current generation to finish a run.
-func waitForRun(t *testing.T, kd *kaov1.KarmadaDeployment, timeout time.Duration) *kaov1.KarmadaDeployment {
+func waitForRun(t testing.TB, kd *kaov1.KarmadaDeployment, timeout time.Duration) *kaov1.KarmadaDeployment {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -126,7 +126,7 @@ func waitForRun(t *testing.T, kd *kaov1.KarmadaDeployment, timeout time.Duration
 	}
 }
 
-func deploymentEvents(t *testing.T, kd *kaov1.KarmadaDeployment) []eventsv1.Event {
+func deploymentEvents(t testing.TB, kd *kaov1.KarmadaDeployment) []eventsv1.Event {
 	t.Helper()
 	list := &eventsv1.EventList{}
 	if err := k8s.List(context.Background(), list, client.InNamespace(kd.Namespace)); err != nil {
