@@ -63,10 +63,12 @@ const (
 	ServiceAccountPubFile = "sa.pub"
 )
 
-// Prefixes of the per-host etcd certificate names.
+// Prefixes of the per-host etcd certificate names and of the per-member
+// karmada-agent certificate names.
 const (
-	etcdServerPrefix = "etcd-server-"
-	etcdPeerPrefix   = "etcd-peer-"
+	etcdServerPrefix  = "etcd-server-"
+	etcdPeerPrefix    = "etcd-peer-"
+	agentClientPrefix = "karmada-agent-"
 )
 
 // CertFile is the bundle file name of name's certificate.
@@ -81,6 +83,10 @@ func EtcdServer(host string) string { return etcdServerPrefix + host }
 // EtcdPeer is the name of the etcd peer certificate of host.
 func EtcdPeer(host string) string { return etcdPeerPrefix + host }
 
+// AgentClient is the name of the client certificate karmada-agent of the
+// pull-mode member cluster member presents to karmada-apiserver.
+func AgentClient(member string) string { return agentClientPrefix + member }
+
 // issuerOf names the CA that signs name. It follows the naming scheme of the
 // catalog (catalog_test.go checks that they agree), so that Validate needs no
 // Request.
@@ -90,6 +96,9 @@ func issuerOf(name string) string {
 		return ""
 	case name == FrontProxyClient:
 		return FrontProxyCA
+	case strings.HasPrefix(name, agentClientPrefix):
+		// Before the etcd suffix rule: a member may be named "x-etcd-client".
+		return CA
 	case strings.HasPrefix(name, etcdServerPrefix), strings.HasPrefix(name, etcdPeerPrefix),
 		name == EtcdHealthcheckClient, strings.HasSuffix(name, "-etcd-client"):
 		return EtcdCA
@@ -152,6 +161,11 @@ type spec struct {
 const (
 	identityPrefix = "system:karmada:"
 	mastersGroup   = "system:masters"
+	// agentIdentityPrefix and agentsGroup are the user name prefix and group
+	// of karmada-agent identities: the ones `karmadactl register` obtains
+	// through a CSR and Karmada's per-cluster agent RBAC names.
+	agentIdentityPrefix = identityPrefix + "agent:"
+	agentsGroup         = identityPrefix + "agents"
 )
 
 // catalog lists every certificate r calls for, CAs first, in a fixed order.
@@ -196,6 +210,11 @@ func catalog(r *request) []spec {
 		// kube-apiserver's --requestheader-allowed-names=front-proxy-client.
 		client(FrontProxyClient, FrontProxyCA, "front-proxy-client"),
 	)
+	// One identity per pull-mode member, never system:masters: Karmada's
+	// per-cluster agent RBAC grants it only what that member's agent needs.
+	for _, m := range r.PullMembers {
+		specs = append(specs, client(AgentClient(m), CA, agentIdentityPrefix+m, agentsGroup))
+	}
 
 	if !r.ExternalEtcd {
 		for _, h := range r.EtcdHosts {
@@ -266,6 +285,10 @@ type request struct {
 // fileSafe is what a host name may look like: it becomes part of a Secret key.
 var fileSafe = regexp.MustCompile(`^[a-zA-Z0-9]([-._a-zA-Z0-9]*[a-zA-Z0-9])?$`)
 
+// memberName is what a member cluster name may look like (spec.members[].name):
+// it becomes part of a Secret key and of the agent's user name.
+var memberName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
 // normalize applies defaults and checks req.
 func normalize(req Request) (*request, error) {
 	r := &request{Request: req}
@@ -312,6 +335,16 @@ func normalize(req Request) (*request, error) {
 		if err := checkSAN(s); err != nil {
 			return nil, fmt.Errorf("%w: extra SAN: %w", ErrInvalidRequest, err)
 		}
+	}
+	seenMembers := map[string]bool{}
+	for _, m := range r.PullMembers {
+		if len(m) > 48 || !memberName.MatchString(m) {
+			return nil, fmt.Errorf("%w: pull member name %q must be a DNS-1123 label of at most 48 characters", ErrInvalidRequest, m)
+		}
+		if seenMembers[m] {
+			return nil, fmt.Errorf("%w: pull member %q is listed twice", ErrInvalidRequest, m)
+		}
+		seenMembers[m] = true
 	}
 
 	if r.Endpoint != "" {

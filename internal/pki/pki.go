@@ -71,6 +71,13 @@ type Request struct {
 	// address of the in-cluster "kubernetes" Service, goes into
 	// karmada-apiserver's SANs. Empty means DefaultServiceSubnet.
 	ServiceSubnet string
+	// PullMembers are the names of the pull-mode member clusters (Karmada
+	// Cluster names, DNS-1123 labels). Each gets a karmada-agent-<name>
+	// client certificate signed by the Karmada CA, with the identity
+	// system:karmada:agent:<name> in group system:karmada:agents, which
+	// kao hands to that member's karmada-agent instead of an admin
+	// credential. A member that leaves the list loses its certificate.
+	PullMembers []string
 	// ExternalEtcd means the user brings etcd and its certificates: no etcd CA,
 	// etcd server, peer, client or health-check certificates are issued.
 	ExternalEtcd bool

@@ -1,0 +1,108 @@
+package members
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// TestStart proves what the member tests rely on: two members are separate
+// clusters (their own kube-system UID, their own objects), each serves a
+// certificate of its own CA for the address, and each issues
+// service-account tokens and deletes namespaces.
+func TestStart(t *testing.T) {
+	ms := Start(t, 2, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if ms[0].KubeSystemUID == "" || ms[0].KubeSystemUID == ms[1].KubeSystemUID {
+		t.Errorf("kube-system UIDs %q and %q, want two different ones", ms[0].KubeSystemUID, ms[1].KubeSystemUID)
+	}
+	if ms[0].Server == ms[1].Server || !strings.HasPrefix(ms[0].Server, "https://127.0.0.1:") {
+		t.Errorf("servers %q and %q, want two https://127.0.0.1 URLs", ms[0].Server, ms[1].Server)
+	}
+	clients := make([]*kubernetes.Clientset, len(ms))
+	for i, m := range ms {
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(m.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if clients[i], err = kubernetes.NewForConfig(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Each member trusts only its own CA.
+	block, _ := pem.Decode(ms[1].CA)
+	other, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := clientcmd.RESTConfigFromKubeConfig(ms[0].Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: other.Raw})
+	wrongClient, err := kubernetes.NewForConfig(wrong)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wrongClient.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil {
+		t.Error("member-1 answered a client that trusts only member-2's CA")
+	}
+
+	// Objects of one member do not show in the other.
+	c0, c1 := clients[0], clients[1]
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-in-member-1"}}
+	if _, err := c0.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c1.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{}); err == nil {
+		t.Error("member-2 sees member-1's namespace")
+	}
+
+	// The token controller fills a service-account token Secret.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns.Name}}
+	if _, err := c0.CoreV1().ServiceAccounts(ns.Name).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe-token", Namespace: ns.Name,
+			Annotations: map[string]string{corev1.ServiceAccountNameKey: sa.Name}},
+		Type: corev1.SecretTypeServiceAccountToken,
+	}
+	if _, err := c0.CoreV1().Secrets(ns.Name).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "a token in probe-token", func() bool {
+		s, err := c0.CoreV1().Secrets(ns.Name).Get(ctx, secret.Name, metav1.GetOptions{})
+		return err == nil && len(s.Data[corev1.ServiceAccountTokenKey]) > 0 && len(s.Data[corev1.ServiceAccountRootCAKey]) > 0
+	})
+
+	// The namespace controller finishes a deletion.
+	if err := c0.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the namespace to be gone", func() bool {
+		_, err := c0.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
+		return err != nil && strings.Contains(err.Error(), "not found")
+	})
+}
+
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package roles
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
+	inventory "github.com/kao-io/kao/inventory-plugin"
+	"github.com/kao-io/kao/test/hosts"
+)
+
+// genMembersPKI is genControllersPKI with a karmada-agent certificate for
+// each of pullMembers.
+func genMembersPKI(t *testing.T, hs, apiHosts, cpHosts []hosts.Host, pullMembers []string) (pki.Bundle, string) {
+	t.Helper()
+	toPKI := func(hs []hosts.Host) []pki.Host {
+		out := make([]pki.Host, len(hs))
+		for i, h := range hs {
+			out[i] = pki.Host{Name: h.Name, Address: h.Address}
+		}
+		return out
+	}
+	b, _, _, err := pki.Ensure(nil, pki.Request{
+		EtcdHosts:         toPKI(hs),
+		APIServerHosts:    toPKI(apiHosts),
+		ControlPlaneHosts: toPKI(cpHosts),
+		Endpoint:          apiHosts[0].Address + ":5443",
+		PullMembers:       pullMembers,
+	}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range b {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b, dir
+}
+
+// memberInventory writes kao's inventory of kd with each member's kubeconfig
+// at kubeconfigs[name], as the operator writes it into its run directory.
+func (a *ansible) memberInventory(t *testing.T, name string, kd *kaov1.KarmadaDeployment, kubeconfigs map[string]string) string {
+	t.Helper()
+	inv, err := inventory.Build(kd, inventory.Options{MemberKubeconfigPath: func(m string) string { return kubeconfigs[m] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := inv.FileJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.writeFile(t, name, data)
+}
+
+// longPlaybookTimeout bounds a members.yml run: joins wait for Clusters to
+// be Ready, unjoins for Karmada to let go, on a machine busy with other tests.
+const longPlaybookTimeout = 15 * time.Minute
+
+// playbookLong is the runner's playbook with longPlaybookTimeout.
+func (a *ansible) playbookLong(t testing.TB, inventoryPath, extraVarsPath, playbook string) run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), longPlaybookTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ansible-playbook", "-i", inventoryPath, "-e", "@"+extraVarsPath, playbook)
+	cmd.Dir = a.dir
+	cmd.Env = append(os.Environ(), a.env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	r := run{out: out.String(), err: err, recap: parseRecap(out.String()), took: time.Since(start)}
+	logName := fmt.Sprintf("%s-%d.log", filepath.Base(playbook), time.Now().UnixNano())
+	_ = os.WriteFile(filepath.Join(a.dir, logName), out.Bytes(), 0o600)
+	t.Logf("ansible-playbook %s: %v in %s, recap %+v", filepath.Base(playbook), errOrOK(err), r.took.Round(time.Millisecond), r.recap)
+	return r
+}
+
+// runKubectl runs kubectl with kubeconfig and returns its stdout; the error
+// carries stderr.
+func runKubectl(ctx context.Context, bin, kubeconfig string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// eventually polls cond every two seconds until it holds or timeout passes,
+// then fails t with what cond last said.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// brokenKubeconfig rewrites a member kubeconfig: its CA replaced by ca
+// (when not nil) and its server by server (when not empty).
+func brokenKubeconfig(t *testing.T, kubeconfig, ca []byte, server string) []byte {
+	t.Helper()
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		if ca != nil {
+			c.CertificateAuthorityData = ca
+		}
+		if server != "" {
+			c.Server = server
+		}
+	}
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// decoyKubeconfig adds a context for server, with kubeconfig's own CA and
+// credentials, and makes it the current one: only a run that honours the
+// member's context reaches the member.
+func decoyKubeconfig(t *testing.T, kubeconfig []byte, server string) []byte {
+	t.Helper()
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := cfg.Contexts[cfg.CurrentContext]
+	decoy := cfg.Clusters[current.Cluster].DeepCopy()
+	decoy.Server = server
+	cfg.Clusters["decoy"] = decoy
+	cfg.Contexts["decoy"] = &clientcmdapi.Context{Cluster: "decoy", AuthInfo: current.AuthInfo}
+	cfg.CurrentContext = "decoy"
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// closedPort returns a port on address that nothing listens on right now.
+func closedPort(t *testing.T, address string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// agentDeployment is what the test reads back from a Pull member's
+// karmada-agent Deployment.
+type agentDeployment struct {
+	Spec struct {
+		Template struct {
+			Spec struct {
+				Containers []struct {
+					Image   string   `json:"image"`
+					Command []string `json:"command"`
+				} `json:"containers"`
+			} `json:"spec"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// readAgent reads the karmada-agent Deployment and its kubeconfig Secret
+// from a Pull member: the image, the command line and the kubeconfig.
+func readAgent(ctx context.Context, t *testing.T, kubectl, memberKubeconfig string) (image string, command []string, agentKubeconfig []byte) {
+	t.Helper()
+	out, err := runKubectl(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "deployment", "karmada-agent", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d agentDeployment
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("karmada-agent has %d containers, want 1", n)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	data, err := runKubectl(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "secret", "karmada-kubeconfig",
+		"-o", "jsonpath={.data.karmada-kubeconfig}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentKubeconfig, err = base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		t.Fatalf("karmada-kubeconfig is not base64: %v", err)
+	}
+	return c.Image, c.Command, agentKubeconfig
+}
+
+// agentArgs turns the Deployment's command into a command line for this
+// machine, playing the member's kubelet: the kubeconfig mounted from the
+// Secret is a local file, $(POD_IP) is loopback on ports of our own, and
+// --kubeconfig points at the member as in-cluster config would.
+func agentArgs(t *testing.T, command []string, karmadaKubeconfig, memberKubeconfig string) []string {
+	t.Helper()
+	if len(command) == 0 || command[0] != "/bin/karmada-agent" {
+		t.Fatalf("karmada-agent's command %q does not start with /bin/karmada-agent", command)
+	}
+	var args []string
+	for _, a := range command[1:] {
+		switch {
+		case strings.HasPrefix(a, "--karmada-kubeconfig="):
+			a = "--karmada-kubeconfig=" + karmadaKubeconfig
+		case strings.HasPrefix(a, "--metrics-bind-address="):
+			a = "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(closedPort(t, "127.0.0.1"))
+		case strings.HasPrefix(a, "--health-probe-bind-address="):
+			a = "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(closedPort(t, "127.0.0.1"))
+		}
+		args = append(args, a)
+	}
+	return append(args, "--kubeconfig="+memberKubeconfig)
+}
+
+// startAgent runs karmada-agent on this machine until stop is called or
+// the test ends; its output goes to logPath.
+func startAgent(t *testing.T, bin, logPath string, args []string) (stop func()) {
+	t.Helper()
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		t.Fatalf("starting karmada-agent: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = log.Close()
+		close(done)
+	}()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
