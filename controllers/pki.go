@@ -55,6 +55,11 @@ func pkiRequest(kd *kaov1.KarmadaDeployment) pki.Request {
 			}
 		}
 	}
+	for _, m := range spec.Members {
+		if m.SyncMode == kaov1.PullSyncMode {
+			req.PullMembers = append(req.PullMembers, m.Name)
+		}
+	}
 	req.Endpoint = apiEndpoint(kd)
 	c := spec.Certificates
 	if c.Validity != nil {

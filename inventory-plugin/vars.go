@@ -159,6 +159,7 @@ func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
 		"kao_api_secure_port":      securePort,
 		"kao_api_cert_sans":        strs(spec.APIServer.CertSANs),
 		"kao_api_service_subnet":   str(spec.APIServer.ServiceSubnet, defaultServiceSubnet),
+		"kao_image_registry":       str(spec.Artifacts.ImageRegistry, ""),
 		"kao_etcd":                 etcdVars(spec, containerized),
 		"kao_components": map[string]any{
 			"apiserver":               componentVars(spec.APIServer.ComponentSpec, kubeVersion, containerized),

@@ -207,8 +207,9 @@ type ArtifactsSpec struct {
 	// +kubebuilder:validation:XValidation:rule="isURL(self)",message="spec.artifacts.url is not a valid URL"
 	URL string `json:"url,omitempty"`
 
-	// imageRegistry is the registry (an offline mirror) that Containerized mode pulls
-	// images from, for example registry.dc1.example:5000.
+	// imageRegistry is the registry (an offline mirror) that Containerized mode and
+	// Pull members' karmada-agent pull images from, for example
+	// registry.dc1.example:5000. Images keep Karmada's layout: <imageRegistry>/karmada/karmada-agent.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255

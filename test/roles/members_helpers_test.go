@@ -3,16 +3,12 @@ package roles
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -182,110 +178,4 @@ func closedPort(t *testing.T, address string) int {
 		t.Fatal(err)
 	}
 	return port
-}
-
-// agentDeployment is what the test reads back from a Pull member's
-// karmada-agent Deployment.
-type agentDeployment struct {
-	Spec struct {
-		Template struct {
-			Spec struct {
-				Containers []struct {
-					Image   string   `json:"image"`
-					Command []string `json:"command"`
-				} `json:"containers"`
-			} `json:"spec"`
-		} `json:"template"`
-	} `json:"spec"`
-}
-
-// readAgent reads the karmada-agent Deployment and its kubeconfig Secret
-// from a Pull member: the image, the command line and the kubeconfig.
-func readAgent(ctx context.Context, t *testing.T, kubectl, memberKubeconfig string) (image string, command []string, agentKubeconfig []byte) {
-	t.Helper()
-	out, err := runKubectl(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "deployment", "karmada-agent", "-o", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d agentDeployment
-	if err := json.Unmarshal([]byte(out), &d); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(d.Spec.Template.Spec.Containers); n != 1 {
-		t.Fatalf("karmada-agent has %d containers, want 1", n)
-	}
-	c := d.Spec.Template.Spec.Containers[0]
-	data, err := runKubectl(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "secret", "karmada-kubeconfig",
-		"-o", "jsonpath={.data.karmada-kubeconfig}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentKubeconfig, err = base64.StdEncoding.DecodeString(data)
-	if err != nil {
-		t.Fatalf("karmada-kubeconfig is not base64: %v", err)
-	}
-	return c.Image, c.Command, agentKubeconfig
-}
-
-// agentArgs turns the Deployment's command into a command line for this
-// machine, playing the member's kubelet: the kubeconfig mounted from the
-// Secret is a local file, $(POD_IP) is loopback on ports of our own, and
-// --kubeconfig points at the member as in-cluster config would.
-func agentArgs(t *testing.T, command []string, karmadaKubeconfig, memberKubeconfig string) []string {
-	t.Helper()
-	if len(command) == 0 || command[0] != "/bin/karmada-agent" {
-		t.Fatalf("karmada-agent's command %q does not start with /bin/karmada-agent", command)
-	}
-	var args []string
-	for _, a := range command[1:] {
-		switch {
-		case strings.HasPrefix(a, "--karmada-kubeconfig="):
-			a = "--karmada-kubeconfig=" + karmadaKubeconfig
-		case strings.HasPrefix(a, "--metrics-bind-address="):
-			a = "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(closedPort(t, "127.0.0.1"))
-		case strings.HasPrefix(a, "--health-probe-bind-address="):
-			a = "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(closedPort(t, "127.0.0.1"))
-		}
-		args = append(args, a)
-	}
-	return append(args, "--kubeconfig="+memberKubeconfig)
-}
-
-// startAgent runs karmada-agent on this machine until stop is called or
-// the test ends; its output goes to logPath.
-func startAgent(t *testing.T, bin, logPath string, args []string) (stop func()) {
-	t.Helper()
-	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = log.Close()
-		t.Fatalf("starting karmada-agent: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = log.Close()
-		close(done)
-	}()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
 }

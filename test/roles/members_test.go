@@ -308,7 +308,7 @@ func TestMembers(t *testing.T) {
 		if _, ok, _ := e.cluster(pullC); ok {
 			t.Fatal("Cluster pull-c exists before its agent ran")
 		}
-		image, command, agentKubeconfig := readAgent(ctx, t, e.kubectl, e.kubeconfigs[pullC])
+		image, command, agentKubeconfig := members.ReadAgent(ctx, t, e.kubectl, e.kubeconfigs[pullC])
 		if want := testRegistry + "/karmada-agent:v1.18.1"; image != want {
 			t.Errorf("karmada-agent's image is %q, want %q", image, want)
 		}
@@ -319,8 +319,8 @@ func TestMembers(t *testing.T) {
 			}
 		}
 		agentKC := e.a.writeFile(t, "agent.kubeconfig", agentKubeconfig)
-		stopAgent = startAgent(t, e.agent, filepath.Join(e.a.dir, "karmada-agent.log"),
-			agentArgs(t, command, agentKC, e.kubeconfigs[pullC]))
+		stopAgent = members.StartAgent(t, e.agent, filepath.Join(e.a.dir, "karmada-agent.log"),
+			members.AgentArgs(t, command, agentKC, e.kubeconfigs[pullC]))
 		eventually(t, 3*time.Minute, "Cluster pull-c to be Ready in Pull mode", func() (bool, string) {
 			cl, ok, err := e.cluster(pullC)
 			if !ok {

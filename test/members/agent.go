@@ -1,0 +1,156 @@
+package members
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// This file plays a Pull member's kubelet for tests: the member has no
+// nodes, so the karmada-agent Deployment kao created never gets a Pod; the
+// test runs the bundle's karmada-agent binary with the Deployment's command
+// line and the Secret's kubeconfig instead.
+
+// kubectlOut runs kubectl with kubeconfig and returns its stdout; the error
+// carries stderr.
+func kubectlOut(ctx context.Context, bin, kubeconfig string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// closedPort returns a loopback port nothing listens on right now.
+func closedPort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// agentDeployment is what the test reads back from a Pull member's
+// karmada-agent Deployment.
+type agentDeployment struct {
+	Spec struct {
+		Template struct {
+			Spec struct {
+				Containers []struct {
+					Image   string   `json:"image"`
+					Command []string `json:"command"`
+				} `json:"containers"`
+			} `json:"spec"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// ReadAgent reads the karmada-agent Deployment and its kubeconfig Secret
+// from a Pull member: the image, the command line and the kubeconfig.
+func ReadAgent(ctx context.Context, t testing.TB, kubectl, memberKubeconfig string) (image string, command []string, agentKubeconfig []byte) {
+	t.Helper()
+	out, err := kubectlOut(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "deployment", "karmada-agent", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d agentDeployment
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("karmada-agent has %d containers, want 1", n)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	data, err := kubectlOut(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "secret", "karmada-kubeconfig",
+		"-o", "jsonpath={.data.karmada-kubeconfig}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentKubeconfig, err = base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		t.Fatalf("karmada-kubeconfig is not base64: %v", err)
+	}
+	return c.Image, c.Command, agentKubeconfig
+}
+
+// AgentArgs turns the Deployment's command into a command line for this
+// machine, playing the member's kubelet: the kubeconfig mounted from the
+// Secret is a local file, $(POD_IP) is loopback on ports of our own, and
+// --kubeconfig points at the member as in-cluster config would.
+func AgentArgs(t testing.TB, command []string, karmadaKubeconfig, memberKubeconfig string) []string {
+	t.Helper()
+	if len(command) == 0 || command[0] != "/bin/karmada-agent" {
+		t.Fatalf("karmada-agent's command %q does not start with /bin/karmada-agent", command)
+	}
+	var args []string
+	for _, a := range command[1:] {
+		switch {
+		case strings.HasPrefix(a, "--karmada-kubeconfig="):
+			a = "--karmada-kubeconfig=" + karmadaKubeconfig
+		case strings.HasPrefix(a, "--metrics-bind-address="):
+			a = "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(closedPort(t))
+		case strings.HasPrefix(a, "--health-probe-bind-address="):
+			a = "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(closedPort(t))
+		}
+		args = append(args, a)
+	}
+	return append(args, "--kubeconfig="+memberKubeconfig)
+}
+
+// StartAgent runs karmada-agent on this machine until stop is called or
+// the test ends; its output goes to logPath.
+func StartAgent(t testing.TB, bin, logPath string, args []string) (stop func()) {
+	t.Helper()
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		t.Fatalf("starting karmada-agent: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = log.Close()
+		close(done)
+	}()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
