@@ -327,6 +327,10 @@ func TestBinaryInstall(t *testing.T) {
 		t.Fatalf("the run after restoring known_hosts failed: %+v", fixed.Status.LastRun)
 	}
 
+	// Members: three Push and one Pull member join through the operator;
+	// status.members and MembersReady follow Karmada's Cluster objects.
+	joinMembers(t, kd, dc, kubectl)
+
 	// No byte of the SSH key or of any private key kao issued appears anywhere kao writes.
 	final := get(t, kd)
 	pkiSecret := &corev1.Secret{}

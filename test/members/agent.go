@@ -21,9 +21,9 @@ import (
 // test runs the bundle's karmada-agent binary with the Deployment's command
 // line and the Secret's kubeconfig instead.
 
-// kubectlOut runs kubectl with kubeconfig and returns its stdout; the error
+// Kubectl runs kubectl with kubeconfig and returns its stdout; the error
 // carries stderr.
-func kubectlOut(ctx context.Context, bin, kubeconfig string, args ...string) (string, error) {
+func Kubectl(ctx context.Context, bin, kubeconfig string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
@@ -68,7 +68,7 @@ type agentDeployment struct {
 // from a Pull member: the image, the command line and the kubeconfig.
 func ReadAgent(ctx context.Context, t testing.TB, kubectl, memberKubeconfig string) (image string, command []string, agentKubeconfig []byte) {
 	t.Helper()
-	out, err := kubectlOut(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "deployment", "karmada-agent", "-o", "json")
+	out, err := Kubectl(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "deployment", "karmada-agent", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func ReadAgent(ctx context.Context, t testing.TB, kubectl, memberKubeconfig stri
 		t.Fatalf("karmada-agent has %d containers, want 1", n)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	data, err := kubectlOut(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "secret", "karmada-kubeconfig",
+	data, err := Kubectl(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "secret", "karmada-kubeconfig",
 		"-o", "jsonpath={.data.karmada-kubeconfig}")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/test/hosts"
+	"github.com/kao-io/kao/test/members"
+)
+
+// e2eRegistry is the offline image registry the Pull member's karmada-agent
+// Deployment names; the member has no nodes, so nothing pulls from it.
+const e2eRegistry = "registry.dc1.example:5000"
+
+// waitForMembers waits until status.members satisfies ok.
+func waitForMembers(t testing.TB, kd *kaov1.KarmadaDeployment, timeout time.Duration, what string, ok func(map[string]kaov1.MemberStatus) bool) *kaov1.KarmadaDeployment {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		byName := map[string]kaov1.MemberStatus{}
+		for _, m := range cur.Status.Members {
+			byName[m.Name] = m
+		}
+		if ok(byName) {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; status.members: %+v; lastRun: %+v", what, timeout, cur.Status.Members, cur.Status.LastRun)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// updateSpec changes the deployment's spec, retrying on conflicts with the
+// operator's status writes.
+func updateSpec(t testing.TB, kd *kaov1.KarmadaDeployment, change func(*kaov1.KarmadaDeploymentSpec)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := get(t, kd)
+		change(&cur.Spec)
+		return k8s.Update(context.Background(), cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// joinMembers starts four real member clusters on the test hosts' gateway,
+// joins three in Push mode and one in Pull mode through the operator, plays
+// the Pull member's kubelet, propagates a Deployment, and unjoins one Push
+// member by removing it from the spec.
+func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, kubectl func(args ...string) string) {
+	t.Helper()
+	ctx := context.Background()
+	clusters := members.Start(t, 4, members.Options{Address: dc.Gateway()})
+	names := []string{"push-a", "push-b", "push-c", "pull-d"}
+	data := map[string][]byte{}
+	for i, c := range clusters {
+		data[names[i]] = c.Kubeconfig
+	}
+	createSecret(t, kd.Namespace, "member-kubeconfigs", data)
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+		s.Artifacts.ImageRegistry = e2eRegistry
+		for i, n := range names {
+			mode := kaov1.PushSyncMode
+			if i == 3 {
+				mode = kaov1.PullSyncMode
+			}
+			s.Members = append(s.Members, kaov1.MemberSpec{Name: n, SyncMode: mode, Region: "dc1",
+				KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "member-kubeconfigs", Key: n}})
+		}
+	})
+	joined := waitForRun(t, kd, 10*time.Minute)
+	if joined.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the run joining the members failed: %+v", joined.Status.LastRun)
+	}
+	waitForMembers(t, kd, 3*time.Minute, "the Push members joined and Ready, the Pull member waiting for its agent", func(m map[string]kaov1.MemberStatus) bool {
+		for _, n := range names[:3] {
+			if !m[n].Joined || !m[n].Ready || m[n].SyncMode != kaov1.PushSyncMode {
+				return false
+			}
+		}
+		return !m["pull-d"].Joined && strings.Contains(m["pull-d"].Message, "karmada-agent")
+	})
+	waiting := waitForCondition(t, kd, kaov1.MembersReadyCondition, metav1.ConditionFalse, kaov1.MembersNotReadyReason, time.Minute)
+	if waiting.Status.ReadyMembers != "3/4" {
+		t.Errorf("readyMembers %q while the Pull agent is not running, want 3/4", waiting.Status.ReadyMembers)
+	}
+	if c := meta.FindStatusCondition(waiting.Status.Conditions, kaov1.ReadyCondition); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Ready while a member is not: %+v", c)
+	}
+
+	// Play the Pull member's kubelet: run karmada-agent with the Deployment's
+	// command line and the kubeconfig Secret the operator created in the member.
+	kubectlBin := filepath.Join(env.AssetsDir, "kubectl")
+	dir := t.TempDir()
+	pullKubeconfig := filepath.Join(dir, "pull-d.kubeconfig")
+	if err := os.WriteFile(pullKubeconfig, clusters[3].Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	image, command, agentKubeconfig := members.ReadAgent(ctx, t, kubectlBin, pullKubeconfig)
+	if want := e2eRegistry + "/karmada/karmada-agent:v1.18.1"; image != want {
+		t.Errorf("karmada-agent's image is %q, want %q", image, want)
+	}
+	if strings.Contains(string(agentKubeconfig), "admin-client") || strings.Contains(string(agentKubeconfig), "system:masters") {
+		t.Error("the Pull member was handed an administrator's kubeconfig")
+	}
+	agentKC := filepath.Join(dir, "agent.kubeconfig")
+	if err := os.WriteFile(agentKC, agentKubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agentBin := filepath.Join(artifactsDir, "karmada", "v1.18.1", "bin", "karmada-agent")
+	members.StartAgent(t, agentBin, filepath.Join(dir, "karmada-agent.log"), members.AgentArgs(t, command, agentKC, pullKubeconfig))
+	all := waitForCondition(t, kd, kaov1.MembersReadyCondition, metav1.ConditionTrue, kaov1.AllMembersReadyReason, 3*time.Minute)
+	if all.Status.ReadyMembers != "4/4" {
+		t.Errorf("readyMembers %q, want 4/4", all.Status.ReadyMembers)
+	}
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, time.Minute)
+	if out := kubectl("get", "cluster", "pull-d", "-o", "jsonpath={.spec.syncMode}"); out != "Pull" {
+		t.Errorf("Cluster pull-d has syncMode %q", out)
+	}
+
+	// A Deployment with a PropagationPolicy reaches the member it names.
+	manifest := filepath.Join(dir, "propagate.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: e2e-apps
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: e2e-apps
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: registry.dc1.example:5000/web:1}]
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: web
+  namespace: e2e-apps
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
+  placement:
+    clusterAffinity: {clusterNames: [push-b]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl("apply", "-f", manifest)
+	pushB := filepath.Join(dir, "push-b.kubeconfig")
+	if err := os.WriteFile(pushB, clusters[1].Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		out, err := members.Kubectl(ctx, kubectlBin, pushB, "-n", "e2e-apps", "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+		if err == nil && out == "registry.dc1.example:5000/web:1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the propagated Deployment did not reach push-b: %v %s", err, out)
+		}
+		time.Sleep(2 * time.Second)
+	}
+
+	// Removing a member from the spec unjoins it and cleans it up; the
+	// others stay joined.
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+		s.Members = slices.DeleteFunc(s.Members, func(m kaov1.MemberSpec) bool { return m.Name == "push-a" })
+	})
+	left := waitForRun(t, kd, 10*time.Minute)
+	if left.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the run unjoining push-a failed: %+v", left.Status.LastRun)
+	}
+	waitForMembers(t, kd, 2*time.Minute, "push-a gone from status, the others Ready", func(m map[string]kaov1.MemberStatus) bool {
+		_, still := m["push-a"]
+		return !still && m["push-b"].Ready && m["push-c"].Ready && m["pull-d"].Ready
+	})
+	if out := kubectl("get", "clusters", "-o", "name"); strings.Contains(out, "push-a") {
+		t.Errorf("Cluster push-a is still in Karmada: %s", out)
+	}
+	pushA := filepath.Join(dir, "push-a.kubeconfig")
+	if err := os.WriteFile(pushA, clusters[0].Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := members.Kubectl(ctx, kubectlBin, pushA, "get", "serviceaccounts", "-A", "-o", "name"); strings.Contains(out, "karmada-push-a") || strings.Contains(out, "karmada-impersonator") {
+		t.Errorf("the unjoin left kao's service accounts in push-a: %s", out)
+	}
+	if get(t, kd).Status.ReadyMembers != "3/3" {
+		t.Errorf("readyMembers after the unjoin: %q, want 3/3", get(t, kd).Status.ReadyMembers)
+	}
+}
