@@ -307,5 +307,5 @@ func report(ctx context.Context, k8s client.Client, kd *kaov1.KarmadaDeployment,
 	if err := cmd.Run(); err != nil {
 		fmt.Printf("kubectl get clusters: %v\n", err)
 	}
-	fmt.Println("(no member clusters yet: joining members is the next stage of kao)")
+	fmt.Println("(no member clusters: add spec.members with kubeconfig Secrets to join some)")
 }
