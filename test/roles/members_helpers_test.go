@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/kao-io/kao/internal/pki"
 	inventory "github.com/kao-io/kao/inventory-plugin"
 	"github.com/kao-io/kao/test/hosts"
+	"github.com/kao-io/kao/test/members"
 )
 
 // genMembersPKI is genControllersPKI with a karmada-agent certificate for
@@ -93,15 +93,7 @@ func (a *ansible) playbookLong(t testing.TB, inventoryPath, extraVarsPath, playb
 // runKubectl runs kubectl with kubeconfig and returns its stdout; the error
 // carries stderr.
 func runKubectl(ctx context.Context, bin, kubeconfig string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
+	return members.Kubectl(ctx, bin, kubeconfig, args...)
 }
 
 // eventually polls cond every two seconds until it holds or timeout passes,
