@@ -23,7 +23,7 @@ import (
 const e2eRegistry = "registry.dc1.example:5000"
 
 // waitForMembers waits until status.members satisfies ok.
-func waitForMembers(t testing.TB, kd *kaov1.KarmadaDeployment, timeout time.Duration, what string, ok func(map[string]kaov1.MemberStatus) bool) *kaov1.KarmadaDeployment {
+func waitForMembers(t testing.TB, kd *kaov1.KarmadaDeployment, timeout time.Duration, what string, ok func(map[string]kaov1.MemberStatus) bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -33,7 +33,7 @@ func waitForMembers(t testing.TB, kd *kaov1.KarmadaDeployment, timeout time.Dura
 			byName[m.Name] = m
 		}
 		if ok(byName) {
-			return cur
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %s; status.members: %+v; lastRun: %+v", what, timeout, cur.Status.Members, cur.Status.LastRun)
