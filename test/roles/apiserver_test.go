@@ -22,8 +22,8 @@ import (
 
 // TestKarmadaAPIServer installs managed etcd on three hosts and
 // karmada-apiserver on two of them with kao's real install playbook, proves
-// both API servers serve the same data to the administrator, converges with
-// changed=0, passes extra args literally, and uninstalls.
+// both API servers serve the same data to the administrator, passes extra
+// args literally, and uninstalls.
 func TestKarmadaAPIServer(t *testing.T) {
 	requirePrerequisites(t)
 	root := repoRoot(t)
@@ -165,16 +165,6 @@ func TestKarmadaAPIServer(t *testing.T) {
 		}
 		if _, err := os.Stat(sentinel); err == nil {
 			t.Error("a Jinja lookup from an extra arg ran on the controller")
-		}
-	})
-
-	step("second run changes nothing", func(t *testing.T) {
-		r := a.playbook(t, inv, vars, install)
-		r.mustSucceed(t, names...)
-		for _, h := range names {
-			if r.recap[h].Changed != 0 {
-				t.Errorf("the second run changed %d things on %s:\n%s", r.recap[h].Changed, h, r.out)
-			}
 		}
 	})
 
