@@ -220,28 +220,11 @@ func kubectlPath(t *testing.T) string {
 // writes kao_pki_dir.
 func genPKI(t *testing.T, hs, apiHosts []hosts.Host) (pki.Bundle, string) {
 	t.Helper()
-	toPKI := func(hs []hosts.Host) []pki.Host {
-		out := make([]pki.Host, len(hs))
-		for i, h := range hs {
-			out[i] = pki.Host{Name: h.Name, Address: h.Address}
-		}
-		return out
-	}
-	b, _, _, err := pki.Ensure(nil, pki.Request{
-		EtcdHosts:      toPKI(hs),
-		APIServerHosts: toPKI(apiHosts),
+	return issuePKI(t, pki.Request{
+		EtcdHosts:      pkiHosts(hs),
+		APIServerHosts: pkiHosts(apiHosts),
 		Endpoint:       apiHosts[0].Address + ":5443",
-	}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, data := range b {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return b, dir
+	})
 }
 
 // apiServerDeployment is a Binary KarmadaDeployment with managed etcd on hs

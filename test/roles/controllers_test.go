@@ -451,29 +451,7 @@ func testdataPath(t *testing.T, name string) string {
 // it flat into a directory, as the operator writes kao_pki_dir.
 func genControllersPKI(t *testing.T, hs, apiHosts, cpHosts []hosts.Host) (pki.Bundle, string) {
 	t.Helper()
-	toPKI := func(hs []hosts.Host) []pki.Host {
-		out := make([]pki.Host, len(hs))
-		for i, h := range hs {
-			out[i] = pki.Host{Name: h.Name, Address: h.Address}
-		}
-		return out
-	}
-	b, _, _, err := pki.Ensure(nil, pki.Request{
-		EtcdHosts:         toPKI(hs),
-		APIServerHosts:    toPKI(apiHosts),
-		ControlPlaneHosts: toPKI(cpHosts),
-		Endpoint:          apiHosts[0].Address + ":5443",
-	}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, data := range b {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return b, dir
+	return genMembersPKI(t, hs, apiHosts, cpHosts, nil)
 }
 
 // controllersDeployment is a Binary KarmadaDeployment with managed etcd on hs,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
 	inventory "github.com/kao-io/kao/inventory-plugin"
 	"github.com/kao-io/kao/test/hosts"
 )
@@ -306,11 +307,20 @@ func parseRecap(out string) map[string]recap {
 	return res
 }
 
+// playbookTimeout bounds one ansible-playbook run of a role test.
+const playbookTimeout = 5 * time.Minute
+
 // playbook runs ansible-playbook and keeps its output in the runner's
 // directory; it never fails t itself.
 func (a *ansible) playbook(t testing.TB, inventoryPath, extraVarsPath, playbook string) run {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	return a.playbookWithin(t, playbookTimeout, inventoryPath, extraVarsPath, playbook)
+}
+
+// playbookWithin is playbook with its own time limit.
+func (a *ansible) playbookWithin(t testing.TB, timeout time.Duration, inventoryPath, extraVarsPath, playbook string) run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ansible-playbook", "-i", inventoryPath, "-e", "@"+extraVarsPath, playbook)
 	cmd.Dir = a.dir
@@ -325,6 +335,32 @@ func (a *ansible) playbook(t testing.TB, inventoryPath, extraVarsPath, playbook 
 	_ = os.WriteFile(filepath.Join(a.dir, logName), out.Bytes(), 0o600)
 	t.Logf("ansible-playbook %s: %v in %s, recap %+v", filepath.Base(playbook), errOrOK(err), r.took.Round(time.Millisecond), r.recap)
 	return r
+}
+
+// pkiHosts converts test hosts into internal/pki's hosts.
+func pkiHosts(hs []hosts.Host) []pki.Host {
+	out := make([]pki.Host, len(hs))
+	for i, h := range hs {
+		out[i] = pki.Host{Name: h.Name, Address: h.Address}
+	}
+	return out
+}
+
+// issuePKI issues kao's PKI for req with internal/pki and writes it flat into
+// a directory, as the operator writes kao_pki_dir.
+func issuePKI(t *testing.T, req pki.Request) (pki.Bundle, string) {
+	t.Helper()
+	b, _, _, err := pki.Ensure(nil, req, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range b {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b, dir
 }
 
 func errOrOK(err error) string {

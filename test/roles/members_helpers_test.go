@@ -1,13 +1,8 @@
 package roles
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,30 +20,13 @@ import (
 // each of pullMembers.
 func genMembersPKI(t *testing.T, hs, apiHosts, cpHosts []hosts.Host, pullMembers []string) (pki.Bundle, string) {
 	t.Helper()
-	toPKI := func(hs []hosts.Host) []pki.Host {
-		out := make([]pki.Host, len(hs))
-		for i, h := range hs {
-			out[i] = pki.Host{Name: h.Name, Address: h.Address}
-		}
-		return out
-	}
-	b, _, _, err := pki.Ensure(nil, pki.Request{
-		EtcdHosts:         toPKI(hs),
-		APIServerHosts:    toPKI(apiHosts),
-		ControlPlaneHosts: toPKI(cpHosts),
+	return issuePKI(t, pki.Request{
+		EtcdHosts:         pkiHosts(hs),
+		APIServerHosts:    pkiHosts(apiHosts),
+		ControlPlaneHosts: pkiHosts(cpHosts),
 		Endpoint:          apiHosts[0].Address + ":5443",
 		PullMembers:       pullMembers,
-	}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, data := range b {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return b, dir
+	})
 }
 
 // memberInventory writes kao's inventory of kd with each member's kubeconfig
@@ -70,24 +48,10 @@ func (a *ansible) memberInventory(t *testing.T, name string, kd *kaov1.KarmadaDe
 // be Ready, unjoins for Karmada to let go, on a machine busy with other tests.
 const longPlaybookTimeout = 15 * time.Minute
 
-// playbookLong is the runner's playbook with longPlaybookTimeout.
+// playbookLong is playbook with longPlaybookTimeout.
 func (a *ansible) playbookLong(t testing.TB, inventoryPath, extraVarsPath, playbook string) run {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), longPlaybookTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "ansible-playbook", "-i", inventoryPath, "-e", "@"+extraVarsPath, playbook)
-	cmd.Dir = a.dir
-	cmd.Env = append(os.Environ(), a.env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 10 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	r := run{out: out.String(), err: err, recap: parseRecap(out.String()), took: time.Since(start)}
-	logName := fmt.Sprintf("%s-%d.log", filepath.Base(playbook), time.Now().UnixNano())
-	_ = os.WriteFile(filepath.Join(a.dir, logName), out.Bytes(), 0o600)
-	t.Logf("ansible-playbook %s: %v in %s, recap %+v", filepath.Base(playbook), errOrOK(err), r.took.Round(time.Millisecond), r.recap)
-	return r
+	return a.playbookWithin(t, longPlaybookTimeout, inventoryPath, extraVarsPath, playbook)
 }
 
 // runKubectl runs kubectl with kubeconfig and returns its stdout; the error
