@@ -1,4 +1,5 @@
-"""Jinja filter for kao's systemd units: quote one command-line argument.
+"""Jinja filters for kao's systemd units: quote one command-line argument
+(systemd_quote), and read the output of `systemctl show` (systemd_show).
 
 Values from a KarmadaDeployment (extra args) reach ExecStart= lines. systemd
 parses those lines itself: it expands %-specifiers on the whole line, splits
@@ -44,8 +45,29 @@ def systemd_quote(value):
     return "".join(out)
 
 
+def systemd_show(text):
+    """Parse `systemctl show --property=Id,... UNIT...` into {unit: {property: value}}.
+
+    systemctl prints one block of Property=value lines per unit, blocks
+    separated by an empty line; a block without Id is skipped. Unit names
+    keep their suffix (karmada-etcd.service).
+    """
+    units = {}
+    block = {}
+    for line in to_text(text, errors="surrogate_or_strict").splitlines() + [""]:
+        if line == "":
+            if "Id" in block:
+                units[block["Id"]] = block
+            block = {}
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            block[key] = value
+    return units
+
+
 class FilterModule(object):
     """kao's systemd filters."""
 
     def filters(self):
-        return {"systemd_quote": systemd_quote}
+        return {"systemd_quote": systemd_quote, "systemd_show": systemd_show}

@@ -1,0 +1,251 @@
+#!/usr/bin/python
+"""Ansible module: converge many small files and directories in one call.
+
+kao's roles put dozens of PEM files, kubeconfigs and systemd units on every
+host. Copying them one loop item at a time costs a round trip to the host per
+file even when nothing changed, and that dominated a no-op run. This module
+takes every file of a role at once, with its full content, and writes only
+those whose content, mode or owner differ.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: kao_files
+short_description: Converge a set of directories and small files in one call
+description:
+  - Creates the directories, then writes each file whose content, mode, owner or group differs from
+    the request, atomically (a temporary file in the same directory, then a rename).
+  - Unchanged files are not touched, so a second run reports no change.
+options:
+  directories:
+    description: Directories to create or fix, in order.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path: {type: path, required: true, description: Absolute path.}
+      mode: {type: str, default: "0755", description: Octal mode.}
+      owner: {type: str, default: root, description: Owning user.}
+      group: {type: str, default: root, description: Owning group.}
+      tags: {type: list, elements: str, default: [], description: Reported in changed_tags when this directory changes.}
+  files:
+    description: Files to converge.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path: {type: path, required: true, description: Absolute path; its directory must exist.}
+      content: {type: str, required: true, no_log: true, description: The whole content (UTF-8). Never logged.}
+      mode: {type: str, default: "0644", description: Octal mode.}
+      owner: {type: str, default: root, description: Owning user.}
+      group: {type: str, default: root, description: Owning group.}
+      verify:
+        type: str
+        default: none
+        choices: [none, systemd-unit]
+        description: Check new content before it replaces the file; systemd-unit runs systemd-analyze verify.
+      tags:
+        type: list
+        elements: str
+        default: []
+        description: Reported in changed_tags when this file changes (for example the services to restart).
+author: kao
+"""
+
+RETURN = r"""
+changed_paths:
+  description: Paths created or modified, in request order.
+  type: list
+  returned: always
+changed_tags:
+  description: Sorted tags of the changed directories and files.
+  type: list
+  returned: always
+"""
+
+import grp
+import os
+import pwd
+import shutil
+import stat
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes, to_native
+
+
+def _ids(module, owner, group, path):
+    try:
+        uid = pwd.getpwnam(owner).pw_uid
+    except KeyError:
+        module.fail_json(msg="%s: no user %s on this host" % (path, owner))
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        module.fail_json(msg="%s: no group %s on this host" % (path, group))
+    return uid, gid
+
+
+def _mode(module, value, path):
+    try:
+        mode = int(value, 8)
+    except (TypeError, ValueError):
+        mode = -1
+    if mode < 0 or mode > 0o7777:
+        module.fail_json(msg="%s: mode %r is not an octal file mode" % (path, value))
+    return mode
+
+
+def _converge_dir(module, spec):
+    path = spec["path"]
+    if not os.path.isabs(path):
+        module.fail_json(msg="%s: directories need an absolute path" % path)
+    mode = _mode(module, spec["mode"], path)
+    uid, gid = _ids(module, spec["owner"], spec["group"], path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not module.check_mode:
+            os.makedirs(path, mode)
+            os.chown(path, uid, gid)
+            os.chmod(path, mode)
+        return True
+    if not stat.S_ISDIR(st.st_mode):
+        module.fail_json(msg="%s exists and is not a directory" % path)
+    if stat.S_IMODE(st.st_mode) == mode and st.st_uid == uid and st.st_gid == gid:
+        return False
+    if not module.check_mode:
+        os.chown(path, uid, gid)
+        os.chmod(path, mode)
+    return True
+
+
+def _verify_unit(module, path, tmp):
+    # systemd-analyze only reads files named like units: check a copy under
+    # the unit's own name.
+    scratch = tempfile.mkdtemp(prefix="kao-verify-")
+    try:
+        unit = os.path.join(scratch, os.path.basename(path))
+        shutil.copyfile(tmp, unit)
+        rc, out, err = module.run_command(["systemd-analyze", "verify", unit])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if rc != 0:
+        os.unlink(tmp)
+        detail = (err or out).strip().replace(scratch, os.path.dirname(path))
+        module.fail_json(msg="%s: systemd-analyze verify refused the new unit: %s" % (path, detail))
+
+
+def _converge_file(module, spec):
+    path = spec["path"]
+    if not os.path.isabs(path):
+        module.fail_json(msg="%s: files need an absolute path" % path)
+    want = to_bytes(spec["content"], errors="surrogate_or_strict")
+    mode = _mode(module, spec["mode"], path)
+    uid, gid = _ids(module, spec["owner"], spec["group"], path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        module.fail_json(msg="%s exists and is not a regular file" % path)
+
+    same_content = False
+    if st is not None and st.st_size == len(want):
+        with open(path, "rb") as f:
+            same_content = f.read() == want
+    if same_content:
+        if stat.S_IMODE(st.st_mode) == mode and st.st_uid == uid and st.st_gid == gid:
+            return False
+        if not module.check_mode:
+            os.chown(path, uid, gid)
+            os.chmod(path, mode)
+        return True
+    if module.check_mode:
+        return True
+
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        module.fail_json(msg="%s: directory %s does not exist" % (path, directory))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kao-")
+    try:
+        # Restrict before writing: the content may be a private key.
+        os.fchmod(fd, 0o600)
+        os.fchown(fd, uid, gid)
+        with os.fdopen(fd, "wb") as f:
+            f.write(want)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        if spec["verify"] == "systemd-unit":
+            _verify_unit(module, path, tmp)
+        os.rename(tmp, path)
+    except Exception:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            directories=dict(
+                type="list",
+                elements="dict",
+                default=[],
+                options=dict(
+                    path=dict(type="path", required=True),
+                    mode=dict(type="str", default="0755"),
+                    owner=dict(type="str", default="root"),
+                    group=dict(type="str", default="root"),
+                    tags=dict(type="list", elements="str", default=[]),
+                ),
+            ),
+            files=dict(
+                type="list",
+                elements="dict",
+                default=[],
+                options=dict(
+                    path=dict(type="path", required=True),
+                    content=dict(type="str", required=True, no_log=True),
+                    mode=dict(type="str", default="0644"),
+                    owner=dict(type="str", default="root"),
+                    group=dict(type="str", default="root"),
+                    verify=dict(type="str", default="none", choices=["none", "systemd-unit"]),
+                    tags=dict(type="list", elements="str", default=[]),
+                ),
+            ),
+        ),
+        supports_check_mode=True,
+    )
+
+    seen = set()
+    for spec in module.params["files"]:
+        if spec["path"] in seen:
+            module.fail_json(msg="%s is listed twice" % spec["path"])
+        seen.add(spec["path"])
+
+    changed_paths = []
+    tags = set()
+    try:
+        for spec in module.params["directories"]:
+            if _converge_dir(module, spec):
+                changed_paths.append(spec["path"])
+                tags.update(spec["tags"])
+        for spec in module.params["files"]:
+            if _converge_file(module, spec):
+                changed_paths.append(spec["path"])
+                tags.update(spec["tags"])
+    except OSError as e:
+        # The error names a path and an errno, never file content.
+        module.fail_json(msg="writing files failed: %s" % to_native(e), changed_paths=changed_paths)
+
+    module.exit_json(changed=bool(changed_paths), changed_paths=changed_paths, changed_tags=sorted(tags))
+
+
+if __name__ == "__main__":
+    main()
