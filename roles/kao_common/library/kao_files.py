@@ -18,6 +18,8 @@ short_description: Converge a set of directories and small files in one call
 description:
   - Creates the directories, then writes each file whose content, mode, owner or group differs from
     the request, atomically (a temporary file in the same directory, then a rename).
+  - Every new content is staged and verified before any file is replaced, so a refused unit leaves all
+    the files of the call as they were.
   - Unchanged files are not touched, so a second run reports no change.
 options:
   directories:
@@ -66,6 +68,7 @@ changed_tags:
   returned: always
 """
 
+import atexit
 import grp
 import os
 import pwd
@@ -134,12 +137,18 @@ def _verify_unit(module, path, tmp):
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if rc != 0:
-        os.unlink(tmp)
+        _cleanup()
         detail = (err or out).strip().replace(scratch, os.path.dirname(path))
         module.fail_json(msg="%s: systemd-analyze verify refused the new unit: %s" % (path, detail))
 
 
-def _converge_file(module, spec):
+def _stage_file(module, spec):
+    """Decide what a file needs, and stage new content in a temporary file.
+
+    Returns None when the file is as requested, ("fix", path) when only its
+    mode or owner differ, or ("write", tmp) with the new content staged (and
+    verified) next to it.
+    """
     path = spec["path"]
     if not os.path.isabs(path):
         module.fail_json(msg="%s: files need an absolute path" % path)
@@ -159,35 +168,40 @@ def _converge_file(module, spec):
             same_content = f.read() == want
     if same_content:
         if stat.S_IMODE(st.st_mode) == mode and st.st_uid == uid and st.st_gid == gid:
-            return False
-        if not module.check_mode:
-            os.chown(path, uid, gid)
-            os.chmod(path, mode)
-        return True
+            return None
+        return ("fix", None)
     if module.check_mode:
-        return True
+        return ("write", None)
 
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         module.fail_json(msg="%s: directory %s does not exist" % (path, directory))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kao-")
-    try:
-        # Restrict before writing: the content may be a private key.
-        os.fchmod(fd, 0o600)
-        os.fchown(fd, uid, gid)
-        with os.fdopen(fd, "wb") as f:
-            f.write(want)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        if spec["verify"] == "systemd-unit":
-            _verify_unit(module, path, tmp)
-        os.rename(tmp, path)
-    except Exception:
-        if os.path.exists(tmp):
+    _staged.append(tmp)
+    # Restrict before writing: the content may be a private key.
+    os.fchmod(fd, 0o600)
+    os.fchown(fd, uid, gid)
+    with os.fdopen(fd, "wb") as f:
+        f.write(want)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, mode)
+    if spec["verify"] == "systemd-unit":
+        _verify_unit(module, path, tmp)
+    return ("write", tmp)
+
+
+# Temporary files staged by this call; whatever was not renamed into place
+# is removed when the module exits, failed or not.
+_staged = []
+
+
+def _cleanup():
+    for tmp in _staged:
+        try:
             os.unlink(tmp)
-        raise
-    return True
+        except FileNotFoundError:
+            pass
 
 
 def main():
@@ -223,6 +237,7 @@ def main():
         supports_check_mode=True,
     )
 
+    atexit.register(_cleanup)
     seen = set()
     for spec in module.params["files"]:
         if spec["path"] in seen:
@@ -236,11 +251,24 @@ def main():
             if _converge_dir(module, spec):
                 changed_paths.append(spec["path"])
                 tags.update(spec["tags"])
-        for spec in module.params["files"]:
-            if _converge_file(module, spec):
-                changed_paths.append(spec["path"])
-                tags.update(spec["tags"])
+        # Stage and verify every new content before replacing any file: a
+        # refused unit leaves all of them as they were, so that nothing
+        # changes on the host without the handlers that go with it.
+        plans = [(spec, _stage_file(module, spec)) for spec in module.params["files"]]
+        for spec, plan in plans:
+            if plan is None:
+                continue
+            if not module.check_mode:
+                if plan[0] == "write":
+                    os.rename(plan[1], spec["path"])
+                else:
+                    uid, gid = _ids(module, spec["owner"], spec["group"], spec["path"])
+                    os.chown(spec["path"], uid, gid)
+                    os.chmod(spec["path"], _mode(module, spec["mode"], spec["path"]))
+            changed_paths.append(spec["path"])
+            tags.update(spec["tags"])
     except OSError as e:
+        _cleanup()
         # The error names a path and an errno, never file content.
         module.fail_json(msg="writing files failed: %s" % to_native(e), changed_paths=changed_paths)
 
