@@ -2,8 +2,11 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,6 +40,19 @@ func (r *KarmadaDeploymentReconciler) reconcileDelete(ctx context.Context, s *sc
 	if r.cacheIsBehind(key, kd) {
 		return ctrl.Result{RequeueAfter: staleCacheRequeueAfter}, nil
 	}
+	if holder, err := r.restoreHolding(ctx, kd); err != nil {
+		return ctrl.Result{}, err
+	} else if holder != "" {
+		// Uninstalling would stop etcd and the API servers under a restore
+		// that is replacing their data. The restore's end removes the
+		// annotation, which wakes this reconciler.
+		msg := fmt.Sprintf("waiting for EtcdRestore %s to end before removing the control plane (annotation %s)", holder, RestoreInProgressAnnotation)
+		if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.ReadyCondition); c == nil || c.Message != msg {
+			r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "UninstallWaiting", "Delete", "%s", msg)
+		}
+		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.DeletingReason, msg)
+		return ctrl.Result{}, r.patchStatus(ctx, s)
+	}
 	now := r.Clock.Now()
 	if p := kd.Status.Progress; p != nil {
 		r.recordInterruptedRun(ctx, kd, p, now)
@@ -63,4 +79,25 @@ func (r *KarmadaDeploymentReconciler) reconcileDelete(ctx context.Context, s *sc
 	}
 	controllerutil.RemoveFinalizer(kd, FinalizerName)
 	return ctrl.Result{}, r.Client.Update(ctx, kd)
+}
+
+// restoreHolding names the EtcdRestore that holds the deployment
+// (RestoreInProgressAnnotation) and still exists, unless the deployment is
+// removed without uninstalling: then nothing touches the hosts and there is
+// nothing to wait for. An annotation naming a restore that is gone holds
+// nothing.
+func (r *KarmadaDeploymentReconciler) restoreHolding(ctx context.Context, kd *kaov1.KarmadaDeployment) (string, error) {
+	holder := kd.Annotations[RestoreInProgressAnnotation]
+	if holder == "" || kd.Annotations[SkipUninstallAnnotation] == "true" {
+		return "", nil
+	}
+	er := &kaov1.EtcdRestore{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: kd.Namespace, Name: holder}, er)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading EtcdRestore %s, which holds the deployment: %w", holder, err)
+	}
+	return holder, nil
 }

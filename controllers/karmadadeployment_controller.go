@@ -295,66 +295,24 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	log := ctrl.Log.WithName("run").WithValues("KarmadaDeployment", klog.KObj(kd), "run", spec.ID)
 	playbook := filepath.Base(spec.Playbook)
 
-	var mu sync.Mutex
-	var latest *runner.Progress
-	spec.OnProgress = func(p runner.Progress) {
-		mu.Lock()
-		latest = &p
-		mu.Unlock()
-	}
-	stopProgress := make(chan struct{})
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		ticker := time.NewTicker(progressInterval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-stopProgress:
-				return
-			case <-ticker.C:
+	res := runWithProgress(ctx, r.Run, r.Clock, spec, start, func(p runner.Progress) {
+		err := r.updateStatus(ctx, key, func(cur *kaov1.KarmadaDeployment) {
+			if cur.Status.Progress != nil && cur.Status.Progress.RunID == spec.ID {
+				cur.Status.Progress = progressStatus(spec.ID, playbook, start, p, r.Clock.Now())
 			}
-			mu.Lock()
-			p := latest
-			latest = nil
-			mu.Unlock()
-			if p == nil {
-				continue
-			}
-			err := r.updateStatus(ctx, key, func(cur *kaov1.KarmadaDeployment) {
-				if cur.Status.Progress != nil && cur.Status.Progress.RunID == spec.ID {
-					cur.Status.Progress = progressStatus(spec.ID, playbook, start, *p, r.Clock.Now())
-				}
-			})
-			if err != nil && ctx.Err() == nil {
-				log.Error(err, "Updating progress")
-			}
+		})
+		if err != nil && ctx.Err() == nil {
+			log.Error(err, "Updating progress")
 		}
-	}()
-
-	res, err := r.Run(ctx, spec)
-	close(stopProgress)
-	<-progressDone
-	if err != nil {
-		res = &runner.Result{
-			ID: spec.ID, Playbook: playbook, Outcome: runner.Failed, StartTime: start, EndTime: r.Clock.Now(),
-			Message: "preparing the run failed: " + runner.NewRedactor(spec.Redact...).Clean(err.Error(), 300),
-		}
-	}
+	})
 	log.Info("Run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
 	finalCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	logName, err := r.storeRunLog(finalCtx, kd, spec.ID, res.Log)
-	if err != nil {
-		log.Error(err, "Storing the run log")
-	}
-	if err := pruneRunDirs(runsDir(r.StateDir, kd.UID), r.logRetention()); err != nil {
-		log.Error(err, "Pruning old run directories")
-	}
+	logName := r.keepRunLog(finalCtx, log, kd, spec.ID, res.Log)
 	now := r.Clock.Now()
-	err = r.updateStatus(finalCtx, key, func(cur *kaov1.KarmadaDeployment) {
+	err := r.updateStatus(finalCtx, key, func(cur *kaov1.KarmadaDeployment) {
 		cur.Status.Progress = nil
 		cur.Status.LastRun = runStatus(res, kd.Generation, logName)
 		setRunResultCondition(cur, res)

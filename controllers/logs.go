@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,4 +74,18 @@ func (r *KarmadaDeploymentReconciler) logRetention() int {
 		return r.LogRetention
 	}
 	return defaultLogRetention
+}
+
+// keepRunLog stores a finished run's log next to the deployment and prunes
+// old run directories; failures are logged, never fatal to recording the
+// run. It returns the log's ConfigMap name, empty when it was not stored.
+func (r *KarmadaDeploymentReconciler) keepRunLog(ctx context.Context, log logr.Logger, kd *kaov1.KarmadaDeployment, runID string, data []byte) string {
+	name, err := r.storeRunLog(ctx, kd, runID, data)
+	if err != nil {
+		log.Error(err, "Storing the run log")
+	}
+	if err := pruneRunDirs(runsDir(r.StateDir, kd.UID), r.logRetention()); err != nil {
+		log.Error(err, "Pruning old run directories")
+	}
+	return name
 }

@@ -25,10 +25,16 @@ type runDecision struct {
 }
 
 // decideRun decides from spec and status whether to run the install playbook.
-// A new generation runs at once whatever happened before; a failed run of the
-// current generation is retried after an exponential backoff kept in status,
-// so it survives operator restarts; an interrupted run is repeated at once.
+// Nothing runs while RestoreInProgressAnnotation is set (the deployment is
+// still probed). A new generation runs at once whatever happened before; a
+// failed run of the current generation is retried after an exponential
+// backoff kept in status, so it survives operator restarts; an interrupted
+// run is repeated at once.
 func decideRun(kd *kaov1.KarmadaDeployment, now time.Time) runDecision {
+	if holder := kd.Annotations[RestoreInProgressAnnotation]; holder != "" {
+		// No run while an EtcdRestore stops and replaces etcd; its end wakes the deployment.
+		return runDecision{reason: fmt.Sprintf("EtcdRestore %s is restoring etcd (annotation %s)", holder, RestoreInProgressAnnotation)}
+	}
 	last := kd.Status.LastRun
 	if last != nil && last.Generation == kd.Generation && last.Result == kaov1.RunSucceeded {
 		return runDecision{reason: "the last run of this generation succeeded"}

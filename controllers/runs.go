@@ -14,9 +14,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-
-	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 )
 
 // activeRun is a playbook run in progress for one deployment.
@@ -82,6 +81,14 @@ func (t *runTracker) get(key types.NamespacedName) *activeRun {
 	return t.runs[key]
 }
 
+// stopping tells whether the manager is shutting down: a run started now
+// would be cancelled at once.
+func (t *runTracker) stopping() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ctx != nil && t.ctx.Err() != nil
+}
+
 // start registers a new run and calls fn in its own goroutine with the run's
 // context. It refuses a second run for the same deployment.
 func (t *runTracker) start(key types.NamespacedName, run *activeRun, fn func(ctx context.Context)) error {
@@ -89,6 +96,9 @@ func (t *runTracker) start(key types.NamespacedName, run *activeRun, fn func(ctx
 	defer t.mu.Unlock()
 	if t.ctx == nil {
 		return errors.New("the run tracker has not started yet")
+	}
+	if t.ctx.Err() != nil {
+		return errors.New("the operator is shutting down")
 	}
 	if _, busy := t.runs[key]; busy {
 		return fmt.Errorf("a run is already in progress for %s", key)
@@ -107,8 +117,9 @@ func (t *runTracker) start(key types.NamespacedName, run *activeRun, fn func(ctx
 	return nil
 }
 
-// end forgets a finished run and asks for the deployment to be reconciled.
-func (t *runTracker) end(key types.NamespacedName, obj *kaov1.KarmadaDeployment) {
+// end forgets a finished run and asks for its object (a deployment, or an
+// EtcdRestore) to be reconciled.
+func (t *runTracker) end(key types.NamespacedName, obj client.Object) {
 	t.mu.Lock()
 	delete(t.runs, key)
 	t.mu.Unlock()

@@ -44,7 +44,7 @@ func SetupAll(mgr ctrl.Manager, o Options) error {
 	if err := SetupEtcdBackupController(mgr, o); err != nil {
 		return fmt.Errorf("setting up the EtcdBackup controller: %w", err)
 	}
-	if err := SetupEtcdRestoreController(mgr, o.MaxConcurrentReconciles); err != nil {
+	if err := SetupEtcdRestoreController(mgr, o); err != nil {
 		return fmt.Errorf("setting up the EtcdRestore controller: %w", err)
 	}
 	return nil

@@ -84,9 +84,24 @@ type EtcdRestoreStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// snapshot is the snapshot that was restored.
+	// snapshot is the snapshot being restored, as kao verified it.
 	// +optional
 	Snapshot *Snapshot `json:"snapshot,omitempty"`
+
+	// previousDataDir is where each etcd member keeps, on its host, the data it
+	// had before the restore. kao never deletes it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=400
+	PreviousDataDir string `json:"previousDataDir,omitempty"`
+
+	// progress is the restore's playbook run in progress.
+	// +optional
+	Progress *RunProgress `json:"progress,omitempty"`
+
+	// lastRun is the outcome of the restore's last playbook run: per-host
+	// counts and failed tasks.
+	// +optional
+	LastRun *RunStatus `json:"lastRun,omitempty"`
 
 	// startTime is when the restore started.
 	// +optional
@@ -105,6 +120,8 @@ type EtcdRestoreStatus struct {
 // +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deploymentName`
 // +kubebuilder:printcolumn:name="Backup",type=string,JSONPath=`.spec.source.backupName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.progress.percent`,priority=1
+// +kubebuilder:printcolumn:name="Snapshot",type=string,JSONPath=`.status.snapshot.name`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdRestore struct {
 	metav1.TypeMeta `json:",inline"`

@@ -498,6 +498,16 @@ func (in *EtcdRestoreStatus) DeepCopyInto(out *EtcdRestoreStatus) {
 		*out = new(Snapshot)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Progress != nil {
+		in, out := &in.Progress, &out.Progress
+		*out = new(RunProgress)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.LastRun != nil {
+		in, out := &in.LastRun, &out.LastRun
+		*out = new(RunStatus)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()

@@ -125,7 +125,8 @@ func wrongKnownHosts(knownHosts []byte, first, second string) []byte {
 
 // TestBinaryInstall installs a Binary control plane on three SSH hosts with
 // pinned host keys and uses it as an SRE would: health in status, an
-// idempotent re-run, a powered-off etcd host, a changed host key, deletion.
+// idempotent re-run, a powered-off etcd host, a changed host key, member
+// clusters, an etcd backup and restore, deletion.
 func TestBinaryInstall(t *testing.T) {
 	dc := hosts.Start(t, 3)
 	ctx := context.Background()
@@ -330,6 +331,9 @@ func TestBinaryInstall(t *testing.T) {
 	// Members: three Push and one Pull member join through the operator;
 	// status.members and MembersReady follow Karmada's Cluster objects.
 	joinMembers(t, kd, dc, kubectl)
+
+	// etcd: back up, lose 200 Karmada objects, restore them (restore_test.go).
+	backupAndRestore(t, dc, kd)
 
 	// No byte of the SSH key or of any private key kao issued appears anywhere kao writes.
 	final := get(t, kd)

@@ -1,0 +1,148 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/runner"
+)
+
+// buildRun assembles the restore's run the way the KarmadaDeployment
+// reconciler assembles an install: the deployment's inventory, SSH key,
+// known_hosts, PKI files and bundle, plus the snapshot. Member clusters are
+// left out: the restore does not touch them, so it needs none of their
+// kubeconfigs.
+func (r *EtcdRestoreReconciler) buildRun(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment, snap *kaov1.Snapshot, local, runID, dir string) (runner.Spec, error) {
+	kdr := r.deploymentReader()
+	runKD := kd.DeepCopy()
+	runKD.Spec.Members = nil
+	runKD.Status.Members = nil
+	in, err := kdr.gatherInputs(ctx, runKD)
+	if err != nil {
+		return runner.Spec{}, err
+	}
+	if in.pki, err = kdr.readPKI(ctx, runKD); err != nil {
+		if apierrors.IsNotFound(err) {
+			return runner.Spec{}, &inputError{fmt.Sprintf("the PKI Secret %s/%s of KarmadaDeployment %s does not exist", kd.Namespace, pkiSecretName(kd), kd.Name)}
+		}
+		return runner.Spec{}, err
+	}
+	in.pki = withExternalEtcd(in.pki, in.externalEtcd)
+	spec, err := kdr.buildRunSpec(ctx, runKD, in, runID, dir, etcdRestorePlaybook)
+	if err != nil {
+		return runner.Spec{}, err
+	}
+	spec.ExtraVars["kao_restore_snapshot"] = unsafeString(local)
+	spec.ExtraVars["kao_restore_sha256"] = unsafeString(snap.SHA256)
+	spec.ExtraVars["kao_restore_id"] = unsafeString(restoreID(er))
+	spec.ExtraVars["kao_restore_cluster_token"] = unsafeString(restoreClusterToken(er))
+	return spec, nil
+}
+
+// executeRun runs the restore playbook, keeps status.progress current at
+// most every progressInterval, then records the result, releases the
+// deployment and tells with an Event. A run cut off by the operator's
+// shutdown leaves the restore Running and the deployment held: the next
+// operator process runs the playbook again.
+func (r *EtcdRestoreReconciler) executeRun(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment, spec runner.Spec, start time.Time) {
+	key := client.ObjectKeyFromObject(er)
+	log := ctrl.Log.WithName("restore").WithValues("EtcdRestore", klog.KObj(er), "run", spec.ID)
+	playbook := filepath.Base(spec.Playbook)
+
+	res := runWithProgress(ctx, r.Run, r.Clock, spec, start, func(p runner.Progress) {
+		err := r.updateStatus(ctx, key, func(cur *kaov1.EtcdRestore) {
+			if cur.Status.Progress != nil && cur.Status.Progress.RunID == spec.ID {
+				cur.Status.Progress = progressStatus(spec.ID, playbook, start, p, r.Clock.Now())
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			log.Error(err, "Updating progress")
+		}
+	})
+	log.Info("Restore run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
+
+	// The run's context may be cancelled (shutdown): record the end regardless.
+	finalCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kdr := r.deploymentReader()
+	logName := kdr.keepRunLog(finalCtx, log, kd, spec.ID, res.Log)
+	// The deployment goes free before status says the restore ended, so an
+	// ended restore never holds it. Should the operator stop in between, the
+	// next one repeats the run, which finds every member restored already.
+	if res.Outcome != runner.Cancelled {
+		if err := r.release(finalCtx, er); err != nil {
+			log.Error(err, "Releasing the KarmadaDeployment; the next reconcile tries again")
+		}
+	}
+	now := r.Clock.Now()
+	msg := restoreResultMessage(er, kd, res)
+	err := r.updateStatus(finalCtx, key, func(cur *kaov1.EtcdRestore) {
+		cur.Status.Progress = nil
+		cur.Status.LastRun = runStatus(res, er.Generation, logName)
+		switch res.Outcome {
+		case runner.Succeeded:
+			setRestoreEnded(cur, now, true, kaov1.RestoredReason, msg)
+		case runner.Failed:
+			setRestoreEnded(cur, now, false, kaov1.RestoreFailedReason, msg)
+		default:
+			setRestoreCondition(cur, now, kaov1.RestoreSucceededCondition, metav1.ConditionUnknown, kaov1.RunInterruptedReason, msg)
+		}
+	})
+	if err != nil {
+		log.Error(err, "Recording the restore's result")
+	}
+	switch res.Outcome {
+	case runner.Succeeded:
+		r.Recorder.Eventf(er, kd, corev1.EventTypeNormal, restoreSucceededEvent, "Restore", "%s", truncateString(msg, 1000))
+	case runner.Cancelled:
+		r.Recorder.Eventf(er, kd, corev1.EventTypeNormal, "PlaybookCancelled", "Restore", "%s", truncateString(msg, 1000))
+	default:
+		r.Recorder.Eventf(er, kd, corev1.EventTypeWarning, restoreFailedEvent, "Restore", "%s", truncateString(msg, 1000))
+	}
+	r.runs.end(key, er)
+}
+
+// restoreResultMessage says how the restore's run ended and what the hosts
+// are left with.
+func restoreResultMessage(er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment, res *runner.Result) string {
+	prev := previousDataDir(kd, er)
+	switch res.Outcome {
+	case runner.Succeeded:
+		return fmt.Sprintf("run %s restored every etcd member of KarmadaDeployment %s and its API servers are ready; each member keeps its previous data in %s",
+			res.ID, kd.Name, prev)
+	case runner.Cancelled:
+		return fmt.Sprintf("run %s of %s was cut off by the operator's shutdown; the next operator process runs it again", res.ID, res.Playbook)
+	}
+	return truncateString(fmt.Sprintf("run %s of %s failed: %s. The API servers may be stopped; members that were restored keep their previous data in %s, "+
+		"the others their own data directory. Create a new EtcdRestore to try again", res.ID, res.Playbook, res.Message, prev), 1024)
+}
+
+// updateStatus applies mutate to the latest version of a restore's status,
+// retrying on conflicts.
+func (r *EtcdRestoreReconciler) updateStatus(ctx context.Context, key types.NamespacedName, mutate func(*kaov1.EtcdRestore)) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := &kaov1.EtcdRestore{}
+		if err := r.APIReader.Get(ctx, key, cur); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		before := cur.Status.DeepCopy()
+		mutate(cur)
+		if equality.Semantic.DeepEqual(before, &cur.Status) {
+			return nil
+		}
+		return r.Client.Status().Update(ctx, cur)
+	})
+}

@@ -1,0 +1,230 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/etcdsnapshot"
+)
+
+// refusal is a restore kao will never run as specified: a snapshot that
+// fails its checksum or etcdutl, one that is gone, a deployment kao cannot
+// restore. The restore ends as Failed with the reason.
+type refusal struct {
+	reason string
+	msg    string
+}
+
+func (e *refusal) Error() string { return e.msg }
+
+// verifiedSnapshot finds the snapshot spec.source names and checks it on the
+// operator's side: its SHA-256 must be the recorded one and etcdutl must
+// open it. A snapshot on a backup host is fetched first, into the restore's
+// own directory. It returns the snapshot as status shows it and the local
+// file the run copies to the hosts.
+//
+// An *inputError (a missing backup, Secret or bundle) is worth waiting for;
+// a *refusal ends the restore.
+func (r *EtcdRestoreReconciler) verifiedSnapshot(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment) (*kaov1.Snapshot, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, restoreVerifyTimeout)
+	defer cancel()
+	if r.StateDir == "" {
+		return nil, "", &inputError{"the operator runs without --state-dir: there is no snapshot to restore"}
+	}
+	src := er.Spec.Source
+	snap := &kaov1.Snapshot{Name: filepath.Base(src.Path), Location: src.Path, SHA256: src.SHA256}
+	var eb *kaov1.EtcdBackup
+	if src.BackupName != "" {
+		eb = &kaov1.EtcdBackup{}
+		key := types.NamespacedName{Namespace: er.Namespace, Name: src.BackupName}
+		if err := r.Client.Get(ctx, key, eb); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, "", &inputError{fmt.Sprintf("EtcdBackup %s named in spec.source.backupName does not exist", key)}
+			}
+			return nil, "", fmt.Errorf("reading EtcdBackup %s: %w", key, err)
+		}
+		var err error
+		if snap, err = pickSnapshot(eb, src.SnapshotName); err != nil {
+			return nil, "", err
+		}
+	}
+
+	local, fetched, err := r.localSnapshot(ctx, er, eb, snap)
+	if err != nil {
+		return nil, "", err
+	}
+	sum, size, err := etcdsnapshot.FileSHA256(local)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s does not exist", local)}
+		}
+		return nil, "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("reading the snapshot file %s: %v", local, err)}
+	}
+	if sum != snap.SHA256 {
+		if fetched {
+			_ = os.Remove(local) // a damaged copy is fetched anew next time
+		}
+		return nil, "", &refusal{kaov1.ChecksumMismatchReason, fmt.Sprintf(
+			"the snapshot %s has sha256 %s, not the expected %s (%s): kao refuses to restore it and stopped nothing",
+			snap.Location, sum, snap.SHA256, checksumSource(er))}
+	}
+	var version string
+	if m := kd.Spec.Etcd.Managed; m != nil {
+		version = m.Version
+	}
+	etcdutl, err := r.backupReader().etcdutlFor(kd, version)
+	if err != nil {
+		return nil, "", err
+	}
+	st, err := etcdsnapshot.ReadStatus(ctx, etcdutl, local)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", err
+		}
+		return nil, "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot %s matches its sha256, but %v: kao refuses to restore it and stopped nothing", snap.Location, err)}
+	}
+	snap.Size = *resource.NewQuantity(size, resource.BinarySI)
+	snap.Revision = st.Revision
+	if snap.Time.IsZero() {
+		if fi, err := os.Stat(local); err == nil {
+			snap.Time = metav1.NewTime(fi.ModTime())
+		}
+	}
+	return snap, local, nil
+}
+
+// checksumSource says where the expected sha256 came from, for messages.
+func checksumSource(er *kaov1.EtcdRestore) string {
+	if er.Spec.Source.BackupName != "" {
+		return "recorded in the status of EtcdBackup " + er.Spec.Source.BackupName
+	}
+	return "spec.source.sha256"
+}
+
+// pickSnapshot finds a snapshot in a backup's status: the named one, or the
+// newest. A backup without snapshots yet is worth waiting for; a named
+// snapshot that is not listed is gone (retention) or never was.
+func pickSnapshot(eb *kaov1.EtcdBackup, name string) (*kaov1.Snapshot, error) {
+	all := append([]kaov1.Snapshot(nil), eb.Status.Snapshots...)
+	if last := eb.Status.LastSnapshot; last != nil {
+		all = append(all, *last)
+	}
+	if name == "" {
+		var newest *kaov1.Snapshot
+		for i := range all {
+			if newest == nil || all[i].Time.After(newest.Time.Time) {
+				newest = &all[i]
+			}
+		}
+		if newest == nil {
+			return nil, &inputError{fmt.Sprintf("EtcdBackup %s has no snapshot yet", eb.Name)}
+		}
+		return newest.DeepCopy(), nil
+	}
+	for i := range all {
+		if all[i].Name == name {
+			return all[i].DeepCopy(), nil
+		}
+	}
+	return nil, &refusal{kaov1.RestoreFailedReason, fmt.Sprintf(
+		"EtcdBackup %s lists no snapshot named %s (spec.source.snapshotName) in status.snapshots", eb.Name, name)}
+}
+
+// localSnapshot returns the local file of a snapshot: a file on the state
+// volume is used where it is; one on a backup host is fetched into the
+// restore's directory, unless an earlier attempt fetched it already;
+// fetched says so.
+func (r *EtcdRestoreReconciler) localSnapshot(ctx context.Context, er *kaov1.EtcdRestore, eb *kaov1.EtcdBackup, snap *kaov1.Snapshot) (local string, fetched bool, err error) {
+	if strings.HasPrefix(snap.Location, "/") {
+		local, err = r.onStateVolume(snap.Location)
+		return local, false, err
+	}
+	if eb == nil || eb.Spec.Destination.Type != kaov1.SSHDestination {
+		return "", false, &refusal{kaov1.RestoreFailedReason, fmt.Sprintf(
+			"the snapshot is stored at %s, but EtcdBackup %s no longer copies to a backup host: kao cannot fetch it", snap.Location, er.Spec.Source.BackupName)}
+	}
+	dir, err := r.restoreDir(er)
+	if err != nil {
+		return "", false, err
+	}
+	target, err := r.backupReader().sshTarget(ctx, eb, dir)
+	if err != nil {
+		return "", false, err
+	}
+	if target.Location(snap.Name) != snap.Location {
+		return "", false, &refusal{kaov1.RestoreFailedReason, fmt.Sprintf(
+			"the snapshot is stored at %s, a former destination of EtcdBackup %s: kao cannot fetch it", snap.Location, eb.Name)}
+	}
+	local = filepath.Join(dir, snap.Name)
+	if sum, _, err := etcdsnapshot.FileSHA256(local); err == nil && sum == snap.SHA256 {
+		return local, true, nil
+	}
+	_ = os.Remove(local)
+	if err := target.Download(ctx, snap.Name, local); err != nil {
+		err = describeSSHError(eb, err)
+		var bad *inputError
+		if errors.As(err, &bad) {
+			return "", false, err
+		}
+		return "", false, &inputError{fmt.Sprintf("fetching %s: %v", snap.Location, err)} // a host down is worth waiting for
+	}
+	return local, true, nil
+}
+
+// onStateVolume resolves a snapshot path and refuses one outside the
+// operator's state directory: an EtcdRestore must not make kao ship any
+// other file of its own to the hosts.
+func (r *EtcdRestoreReconciler) onStateVolume(p string) (string, error) {
+	root, err := filepath.EvalSymlinks(r.StateDir)
+	if err != nil {
+		return "", fmt.Errorf("resolving the state directory: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(p))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s does not exist", p)}
+		}
+		return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("reading the snapshot file %s: %v", p, err)}
+	}
+	if !strings.HasPrefix(real, root+string(filepath.Separator)) {
+		return "", &refusal{kaov1.InvalidSpecReason, fmt.Sprintf(
+			"the snapshot file %s is outside the operator's state directory %s: kao restores only snapshots on its state volume", p, r.StateDir)}
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() {
+		return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot %s is not a regular file", p)}
+	}
+	return real, nil
+}
+
+// restoreDir is the restore's private directory on the state volume, for
+// snapshots fetched from a backup host and ssh's key files:
+// <state>/restores/<UID>.
+func (r *EtcdRestoreReconciler) restoreDir(er *kaov1.EtcdRestore) (string, error) {
+	dir := filepath.Join(r.StateDir, restoresDir, string(er.UID))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("making the restore directory: %w", err)
+	}
+	if err := chmodTree(filepath.Join(r.StateDir, restoresDir), dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// removeRestoreDir removes what the restore fetched; the snapshot stays
+// where its backup stored it.
+func (r *EtcdRestoreReconciler) removeRestoreDir(er *kaov1.EtcdRestore) error {
+	if r.StateDir == "" || er.UID == "" {
+		return nil
+	}
+	return os.RemoveAll(filepath.Join(r.StateDir, restoresDir, string(er.UID)))
+}
