@@ -27,9 +27,11 @@ type Arg struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9-]*$`
 	Name string `json:"name"`
 
-	// value is the flag value. It is passed to the component as one argument, never through a shell.
+	// value is the flag value. It is passed to the component as one argument, never through
+	// a shell. It must not contain control characters such as newlines or NUL.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\\\x00-\\\\x1f\\\\x7f]')",message="an extra arg value must not contain control characters such as newlines or NUL"
 	Value string `json:"value,omitempty"`
 }
 

@@ -84,11 +84,12 @@ type SSHBackupDestination struct {
 	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_-]*$`
 	User string `json:"user,omitempty"`
 
-	// directory is the absolute directory snapshots are written to.
+	// directory is the absolute directory snapshots are written to, without "." or ".." segments.
 	// +required
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/[-_./a-zA-Z0-9]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('//|/[.][.]?(/|$)')",message="spec.destination.ssh.directory must be a plain absolute path: no '.' or '..' segments and no '//'"
 	Directory string `json:"directory"`
 
 	// privateKeySecretRef points at an unencrypted OpenSSH private key.

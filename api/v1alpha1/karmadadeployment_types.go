@@ -226,11 +226,14 @@ type ArtifactsSpec struct {
 
 // Host is one machine of a Binary control plane.
 type Host struct {
-	// name identifies the host in the inventory and in status. It must be a DNS-1123 label.
+	// name identifies the host in the inventory and in status. It must be a DNS-1123 label,
+	// and neither localhost (Ansible would run the operator's own tasks on this host)
+	// nor the name of an inventory group (all, ungrouped, etcd, members).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['localhost', 'all', 'ungrouped', 'etcd', 'members'])",message="a host name must not be localhost or the name of an inventory group (all, ungrouped, etcd, members)"
 	Name string `json:"name"`
 
 	// address is the IP address or DNS name kao connects to and that the
@@ -304,7 +307,9 @@ type HostClusterSpec struct {
 
 	// affinity constrains where every control-plane pod runs. kao adds a
 	// preferred anti-affinity that spreads each component's replicas across nodes.
+	// Weights are between 1 and 100, as for Pods.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.nodeAffinity) || !has(self.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution) || self.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.all(t, t.weight >= 1 && t.weight <= 100)) && (!has(self.podAffinity) || !has(self.podAffinity.preferredDuringSchedulingIgnoredDuringExecution) || self.podAffinity.preferredDuringSchedulingIgnoredDuringExecution.all(t, t.weight >= 1 && t.weight <= 100)) && (!has(self.podAntiAffinity) || !has(self.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution) || self.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution.all(t, t.weight >= 1 && t.weight <= 100))",message="every weight in spec.hostCluster.affinity must be between 1 and 100"
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
 	// dnsDomain is the host cluster's DNS domain. Defaults to cluster.local.
@@ -360,6 +365,7 @@ type APIServerSpec struct {
 
 // EtcdSpec is the etcd cluster that stores Karmada's objects.
 // +kubebuilder:validation:XValidation:rule="has(self.managed) != has(self.external)",message="set exactly one of spec.etcd.managed and spec.etcd.external"
+// +kubebuilder:validation:XValidation:rule="has(self.managed) == has(oldSelf.managed)",message="spec.etcd cannot switch between managed and external: Karmada's objects stay in the etcd they were written to"
 type EtcdSpec struct {
 	// managed is an etcd cluster that kao installs and operates.
 	// +optional
@@ -371,6 +377,7 @@ type EtcdSpec struct {
 }
 
 // ManagedEtcd is an etcd cluster kao installs and operates.
+// +kubebuilder:validation:XValidation:rule="(has(self.dataDir) ? self.dataDir : '/var/lib/karmada-etcd') == (has(oldSelf.dataDir) ? oldSelf.dataDir : '/var/lib/karmada-etcd')",message="spec.etcd.managed.dataDir cannot change: the members would start empty in the new directory"
 type ManagedEtcd struct {
 	// version is the etcd version, for example v3.6.6. The bundle's version is used when unset.
 	// +optional
@@ -387,11 +394,15 @@ type ManagedEtcd struct {
 	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="spec.etcd.managed.replicas must be odd (1, 3, 5 or 7) to keep quorum"
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// dataDir is where members keep their data on the hosts (Binary). Defaults to /var/lib/karmada-etcd.
+	// dataDir is where members keep their data on the hosts (Binary). Defaults to
+	// /var/lib/karmada-etcd. It must be a plain absolute path (no "." or ".." segments)
+	// and not a system directory: purgeDataOnDelete removes it. It cannot change.
 	// +optional
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=255
 	// +kubebuilder:validation:Pattern=`^/[-_./a-zA-Z0-9]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('//|/[.][.]?(/|$)') && !self.endsWith('/')",message="spec.etcd.managed.dataDir must be a plain absolute path: no '.' or '..' segments, no '//', no trailing '/'"
+	// +kubebuilder:validation:XValidation:rule="!(self in ['/bin', '/etc', '/home', '/lib', '/lib64', '/media', '/mnt', '/opt', '/root', '/sbin', '/srv', '/tmp', '/usr', '/usr/local', '/var', '/var/lib', '/var/log', '/var/tmp']) && !self.matches('^/(proc|sys|dev|run|boot)(/|$)')",message="spec.etcd.managed.dataDir must not be a system directory: kao may delete it (purgeDataOnDelete)"
 	DataDir string `json:"dataDir,omitempty"`
 
 	// storage is where members keep their data (Containerized).
@@ -427,6 +438,7 @@ type EtcdStorage struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	StorageClassName string `json:"storageClassName,omitempty"`
 }
 
@@ -599,18 +611,25 @@ type UserRole struct {
 	Path string `json:"path,omitempty"`
 }
 
-// CertificatesSpec tunes the certificates kao issues.
+// CertificatesSpec tunes the certificates kao issues. Durations are written
+// like 8760h or 90m; a string kao cannot read as a duration would stop the
+// operator from reading any KarmadaDeployment of the namespace, so the API
+// server refuses it.
+// +kubebuilder:validation:XValidation:rule="[has(self.validity) ? self.validity : '8760h', has(self.renewBefore) ? self.renewBefore : '720h'].all(d, d.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')) ? duration(has(self.renewBefore) ? self.renewBefore : '720h') < duration(has(self.validity) ? self.validity : '8760h') : true",message="spec.certificates.renewBefore (default 720h) must be shorter than spec.certificates.validity (default 8760h)"
 type CertificatesSpec struct {
-	// validity is how long leaf certificates are valid. Defaults to 8760h (one year).
+	// validity is how long leaf certificates are valid, at least 1m. Defaults to 8760h (one year).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m')",message="spec.certificates.validity must be a duration of at least 1m, such as 8760h"
 	Validity *metav1.Duration `json:"validity,omitempty"`
 
-	// caValidity is how long the CAs are valid. Defaults to 87600h (ten years).
+	// caValidity is how long the CAs are valid, at least 1m. Defaults to 87600h (ten years).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m')",message="spec.certificates.caValidity must be a duration of at least 1m, such as 87600h"
 	CAValidity *metav1.Duration `json:"caValidity,omitempty"`
 
 	// renewBefore is how long before expiry kao renews a leaf certificate. Defaults to 720h (30 days).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.certificates.renewBefore must be a positive duration, such as 720h"
 	RenewBefore *metav1.Duration `json:"renewBefore,omitempty"`
 }
 
@@ -636,6 +655,7 @@ type MemberSpec struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\\\x00-\\\\x1f\\\\x7f]')",message="spec.members[].context must not contain control characters such as newlines"
 	Context string `json:"context,omitempty"`
 
 	// provider is the member's cloud provider, recorded on the Cluster object.

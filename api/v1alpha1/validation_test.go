@@ -355,6 +355,53 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			wantMessage: "spec.ssh.privateKeySecretRef.key: Required value",
 		},
 		{
+			name:        "host named localhost",
+			sample:      binarySample,
+			mutate:      func(o map[string]any) { host(o, 0)["name"] = "localhost" },
+			wantMessage: "a host name must not be localhost or the name of an inventory group",
+		},
+		{
+			name:        "etcd data directory that is a system directory",
+			sample:      binarySample,
+			mutate:      func(o map[string]any) { set(o, "/var/lib", "spec", "etcd", "managed", "dataDir") },
+			wantMessage: "spec.etcd.managed.dataDir must not be a system directory",
+		},
+		{
+			name:        "etcd data directory with a .. segment",
+			sample:      binarySample,
+			mutate:      func(o map[string]any) { set(o, "/var/lib/karmada-etcd/../..", "spec", "etcd", "managed", "dataDir") },
+			wantMessage: "spec.etcd.managed.dataDir must be a plain absolute path",
+		},
+		{
+			name:   "extra arg value with a newline",
+			sample: binarySample,
+			mutate: func(o map[string]any) {
+				set(o, []any{map[string]any{"name": "v", "value": "4\nExecStartPre=/bin/true"}}, "spec", "apiServer", "extraArgs")
+			},
+			wantMessage: "an extra arg value must not contain control characters",
+		},
+		{
+			name:        "certificate validity Go cannot parse",
+			sample:      binarySample,
+			mutate:      func(o map[string]any) { set(o, "1y", "spec", "certificates", "validity") },
+			wantMessage: "spec.certificates.validity must be a duration of at least 1m",
+		},
+		{
+			name:        "certificate renewal window longer than the validity",
+			sample:      binarySample,
+			mutate:      func(o map[string]any) { set(o, "9000h", "spec", "certificates", "renewBefore") },
+			wantMessage: "spec.certificates.renewBefore (default 720h) must be shorter than spec.certificates.validity",
+		},
+		{
+			name:   "affinity weight beyond int32",
+			sample: containerizedSample,
+			mutate: func(o map[string]any) {
+				set(o, []any{map[string]any{"weight": int64(3000000000), "preference": map[string]any{}}},
+					"spec", "hostCluster", "affinity", "nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+			},
+			wantMessage: "every weight in spec.hostCluster.affinity must be between 1 and 100",
+		},
+		{
 			name:        "backup retention without a schedule",
 			sample:      backupSample,
 			mutate:      func(o map[string]any) { delete(spec(o), "schedule") },
@@ -422,6 +469,27 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 			sample:      containerizedSample,
 			mutate:      func(o map[string]any) { set(o, "Binary", "spec", "mode") },
 			wantMessage: "spec.mode is immutable",
+		},
+		{
+			name:   "etcd from managed to external",
+			sample: binarySample,
+			mutate: func(o map[string]any) {
+				for i := range hosts(o) {
+					host(o, i)["roles"] = []any{"apiServer", "controlPlane"}
+				}
+				set(o, map[string]any{"external": map[string]any{
+					"endpoints":            []any{"https://10.0.0.5:2379"},
+					"caSecretRef":          map[string]any{"name": "etcd-ca", "key": "ca.crt"},
+					"clientCertSecretName": "etcd-client",
+				}}, "spec", "etcd")
+			},
+			wantMessage: "spec.etcd cannot switch between managed and external",
+		},
+		{
+			name:        "etcd data directory",
+			sample:      binarySample,
+			mutate:      func(o map[string]any) { set(o, "/data/karmada-etcd", "spec", "etcd", "managed", "dataDir") },
+			wantMessage: "spec.etcd.managed.dataDir cannot change",
 		},
 		{
 			name:        "restore source",
