@@ -356,10 +356,10 @@ func restoreDeployment(t *testing.T, ns, name, bundleDir string, busy bool) *kao
 	if err := k8s.Create(ctx, kd); err != nil {
 		t.Fatal(err)
 	}
+	key, knownHosts := testSSHMaterial(t, "192.0.2.10")
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: name + "-ssh", Namespace: ns}, Data: map[string][]byte{
-			"id":          []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-key\n-----END OPENSSH PRIVATE KEY-----\n"),
-			"known_hosts": []byte("192.0.2.10 ssh-ed25519 AAAA\n")}},
+			"id": key, "known_hosts": knownHosts}},
 		{ObjectMeta: metav1.ObjectMeta{Name: pkiSecretName(kd), Namespace: ns}, Data: map[string][]byte{"ca.crt": []byte("test")}},
 	} {
 		if err := k8s.Create(ctx, s); err != nil {

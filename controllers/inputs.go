@@ -64,6 +64,12 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 		if in.knownHosts, err = r.secretValue(ctx, kd.Namespace, ssh.KnownHostsSecretRef, "spec.ssh.knownHostsSecretRef"); err != nil {
 			return nil, err
 		}
+		if err := checkSSHKey(in.sshKey, kd.Namespace, ssh.PrivateKeySecretRef); err != nil {
+			return nil, err
+		}
+		if err := checkKnownHosts(in.knownHosts, kd.Spec.Hosts, kd.Namespace, ssh.KnownHostsSecretRef, scratchDir(r.StateDir)); err != nil {
+			return nil, err
+		}
 	}
 	if in.externalEtcd, err = r.readExternalEtcd(ctx, kd); err != nil {
 		return nil, err
