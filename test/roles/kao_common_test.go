@@ -59,7 +59,7 @@ var (
 func TestKaoFiles(t *testing.T) {
 	requirePrerequisites(t)
 	if os.Geteuid() != 0 {
-		t.Skip("kao_files sets root ownership: run as root")
+		t.Fatal("TestKaoFiles needs root: kao_files sets root ownership (run the role tests as root, as .ci/run does)")
 	}
 	dir := t.TempDir()
 	a := localAnsible(t)
