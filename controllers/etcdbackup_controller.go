@@ -76,15 +76,14 @@ func (r *EtcdBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &kaov1.EtcdBackup{}, backupDeploymentIndex,
-		func(o client.Object) []string { return []string{o.(*kaov1.EtcdBackup).Spec.DeploymentName} })
-	if err != nil {
-		return fmt.Errorf("indexing EtcdBackups by %s: %w", backupDeploymentIndex, err)
+	if err := indexField(mgr, &kaov1.EtcdBackup{}, backupDeploymentIndex,
+		func(eb *kaov1.EtcdBackup) string { return eb.Spec.DeploymentName }); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kaov1.EtcdBackup{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&kaov1.KarmadaDeployment{}, handler.EnqueueRequestsFromMapFunc(r.backupsOf),
+		Watches(&kaov1.KarmadaDeployment{}, handler.EnqueueRequestsFromMapFunc(objectsNaming(r.Client, func() client.ObjectList { return &kaov1.EtcdBackupList{} }, backupDeploymentIndex)),
 			builder.WithPredicates(deploymentInstalledOrChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
@@ -100,21 +99,6 @@ func deploymentInstalledOrChanged() predicate.Predicate {
 			return okOld && okNew && o.Status.ObservedGeneration != n.Status.ObservedGeneration
 		},
 	})
-}
-
-// backupsOf lists the EtcdBackups of a KarmadaDeployment.
-func (r *EtcdBackupReconciler) backupsOf(ctx context.Context, o client.Object) []ctrl.Request {
-	list := &kaov1.EtcdBackupList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()),
-		client.MatchingFields{backupDeploymentIndex: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the EtcdBackups of a KarmadaDeployment", "KarmadaDeployment", klog.KObj(o))
-		return nil
-	}
-	out := make([]ctrl.Request, 0, len(list.Items))
-	for _, eb := range list.Items {
-		out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&eb)})
-	}
-	return out
 }
 
 // backupScope is one reconcile's view of an EtcdBackup: the object being

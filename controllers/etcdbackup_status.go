@@ -13,14 +13,7 @@ import (
 // setBackupCondition records a condition of an EtcdBackup at its current
 // generation, with the reconciler's clock.
 func setBackupCondition(eb *kaov1.EtcdBackup, now time.Time, t string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&eb.Status.Conditions, metav1.Condition{
-		Type:               t,
-		Status:             status,
-		ObservedGeneration: eb.Generation,
-		LastTransitionTime: metav1.NewTime(now), // kept when the status does not change
-		Reason:             reason,
-		Message:            truncateString(message, 1024),
-	})
+	setConditionAt(&eb.Status.Conditions, eb.Generation, now, t, status, reason, message)
 }
 
 // setReadyFromLastAttempt sets Ready from the last attempt (BackupSucceeded)

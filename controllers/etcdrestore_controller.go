@@ -95,38 +95,30 @@ func SetupEtcdRestoreController(mgr ctrl.Manager, o Options) error {
 // that wake a restore when its deployment's run ends or its backup gets a
 // snapshot.
 func (r *EtcdRestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Run == nil {
-		r.Run = runner.Run
-	}
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
-	if r.RunTimeout == 0 {
-		r.RunTimeout = defaultRunTimeout
-	}
-	r.runs = newRunTracker()
-	if err := mgr.Add(r.runs); err != nil {
+	var err error
+	if r.runs, err = startRuns(mgr, &r.Run, &r.Clock, &r.RunTimeout); err != nil {
 		return err
 	}
-	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(context.Background(), &kaov1.EtcdRestore{}, restoreDeploymentIndex,
-		func(o client.Object) []string { return []string{o.(*kaov1.EtcdRestore).Spec.DeploymentName} }); err != nil {
-		return fmt.Errorf("indexing EtcdRestores by %s: %w", restoreDeploymentIndex, err)
+	if err := indexField(mgr, &kaov1.EtcdRestore{}, restoreDeploymentIndex,
+		func(er *kaov1.EtcdRestore) string { return er.Spec.DeploymentName }); err != nil {
+		return err
 	}
-	if err := indexer.IndexField(context.Background(), &kaov1.EtcdRestore{}, restoreBackupIndex,
-		func(o client.Object) []string { return []string{o.(*kaov1.EtcdRestore).Spec.Source.BackupName} }); err != nil {
-		return fmt.Errorf("indexing EtcdRestores by %s: %w", restoreBackupIndex, err)
+	if err := indexField(mgr, &kaov1.EtcdRestore{}, restoreBackupIndex,
+		func(er *kaov1.EtcdRestore) string { return er.Spec.Source.BackupName }); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kaov1.EtcdRestore{}, builder.WithPredicates(specOrLifecycleChanged())).
-		Watches(&kaov1.KarmadaDeployment{}, handler.EnqueueRequestsFromMapFunc(r.restoresBy(restoreDeploymentIndex)),
+		Watches(&kaov1.KarmadaDeployment{}, handler.EnqueueRequestsFromMapFunc(objectsNaming(r.Client, newRestoreList, restoreDeploymentIndex)),
 			builder.WithPredicates(deploymentRunOrLockChanged())).
-		Watches(&kaov1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(r.restoresBy(restoreBackupIndex)),
+		Watches(&kaov1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(objectsNaming(r.Client, newRestoreList, restoreBackupIndex)),
 			builder.WithPredicates(backupSnapshotChanged())).
 		WatchesRawSource(source.Channel(r.runs.finished, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
+
+func newRestoreList() client.ObjectList { return &kaov1.EtcdRestoreList{} }
 
 // deploymentRunOrLockChanged passes the KarmadaDeployment updates a waiting
 // restore cares about: a run started or ended, an install finished, the
@@ -152,22 +144,6 @@ func backupSnapshotChanged() predicate.Predicate {
 			n, okNew := e.ObjectNew.(*kaov1.EtcdBackup)
 			return okOld && okNew && !equality.Semantic.DeepEqual(o.Status.LastSnapshot, n.Status.LastSnapshot)
 		},
-	}
-}
-
-// restoresBy lists the EtcdRestores naming an object through an index.
-func (r *EtcdRestoreReconciler) restoresBy(index string) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []ctrl.Request {
-		list := &kaov1.EtcdRestoreList{}
-		if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing the EtcdRestores of an object", "index", index, "object", klog.KObj(o))
-			return nil
-		}
-		out := make([]ctrl.Request, 0, len(list.Items))
-		for _, er := range list.Items {
-			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&er)})
-		}
-		return out
 	}
 }
 
@@ -209,16 +185,18 @@ func (r *EtcdRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return r.reconcileNormal(ctx, s)
 }
 
-// patchStatus writes the status changes of this reconcile, if any. Only
-// this reconciler writes the status, and a reconcile never overlaps the
-// restore's run, which writes it too.
+// patchStatus writes the status changes of this reconcile, if any. The
+// restore's run writes the status too, and a reconcile may have read the
+// restore from a cache that has not seen the run's start yet: the optimistic
+// lock makes such a stale write fail (and the reconcile run again) instead
+// of putting the restore back to Pending under its running playbook.
 func (r *EtcdRestoreReconciler) patchStatus(ctx context.Context, s *restoreScope) error {
 	er := s.er
 	er.Status.ObservedGeneration = er.Generation // the spec is immutable: every reconcile acts on it
 	if equality.Semantic.DeepEqual(s.base.Status, er.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, er, client.MergeFrom(s.base)); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Status().Patch(ctx, er, client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("patching status: %w", err)
 	}
 	s.base = er.DeepCopy()

@@ -3,15 +3,11 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,18 +56,9 @@ func (r *EtcdRestoreReconciler) buildRun(ctx context.Context, er *kaov1.EtcdRest
 func (r *EtcdRestoreReconciler) executeRun(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment, spec runner.Spec, start time.Time) {
 	key := client.ObjectKeyFromObject(er)
 	log := ctrl.Log.WithName("restore").WithValues("EtcdRestore", klog.KObj(er), "run", spec.ID)
-	playbook := filepath.Base(spec.Playbook)
 
-	res := runWithProgress(ctx, r.Run, r.Clock, spec, start, func(p runner.Progress) {
-		err := r.updateStatus(ctx, key, func(cur *kaov1.EtcdRestore) {
-			if cur.Status.Progress != nil && cur.Status.Progress.RunID == spec.ID {
-				cur.Status.Progress = progressStatus(spec.ID, playbook, start, p, r.Clock.Now())
-			}
-		})
-		if err != nil && ctx.Err() == nil {
-			log.Error(err, "Updating progress")
-		}
-	})
+	status := r.statusWriter()
+	res := runWithProgress(ctx, r.Run, r.Clock, spec, start, status.reportProgress(ctx, key, spec, start, r.Clock, log))
 	log.Info("Restore run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown): record the end regardless.
@@ -89,7 +76,7 @@ func (r *EtcdRestoreReconciler) executeRun(ctx context.Context, er *kaov1.EtcdRe
 	}
 	now := r.Clock.Now()
 	msg := restoreResultMessage(er, kd, res)
-	err := r.updateStatus(finalCtx, key, func(cur *kaov1.EtcdRestore) {
+	err := status.update(finalCtx, key, func(cur *kaov1.EtcdRestore) {
 		cur.Status.Progress = nil
 		cur.Status.LastRun = runStatus(res, er.Generation, logName)
 		switch res.Outcome {
@@ -130,19 +117,11 @@ func restoreResultMessage(er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment, re
 		"the others their own data directory. Create a new EtcdRestore to try again", res.ID, res.Playbook, res.Message, prev), 1024)
 }
 
-// updateStatus applies mutate to the latest version of a restore's status,
-// retrying on conflicts.
-func (r *EtcdRestoreReconciler) updateStatus(ctx context.Context, key types.NamespacedName, mutate func(*kaov1.EtcdRestore)) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur := &kaov1.EtcdRestore{}
-		if err := r.APIReader.Get(ctx, key, cur); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		before := cur.Status.DeepCopy()
-		mutate(cur)
-		if equality.Semantic.DeepEqual(before, &cur.Status) {
-			return nil
-		}
-		return r.Client.Status().Update(ctx, cur)
-	})
+// statusWriter writes restores' status.
+func (r *EtcdRestoreReconciler) statusWriter() statusWriter[*kaov1.EtcdRestore] {
+	return statusWriter[*kaov1.EtcdRestore]{
+		client: r.Client, reader: r.APIReader,
+		newObject: func() *kaov1.EtcdRestore { return &kaov1.EtcdRestore{} },
+		progress:  func(er *kaov1.EtcdRestore) **kaov1.RunProgress { return &er.Status.Progress },
+	}
 }

@@ -3,7 +3,6 @@ package controllers
 import (
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
@@ -12,14 +11,7 @@ import (
 // setRestoreCondition records a condition of an EtcdRestore at its current
 // generation, with the reconciler's clock.
 func setRestoreCondition(er *kaov1.EtcdRestore, now time.Time, t string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&er.Status.Conditions, metav1.Condition{
-		Type:               t,
-		Status:             status,
-		ObservedGeneration: er.Generation,
-		LastTransitionTime: metav1.NewTime(now), // kept when the status does not change
-		Reason:             reason,
-		Message:            truncateString(message, 1024),
-	})
+	setConditionAt(&er.Status.Conditions, er.Generation, now, t, status, reason, message)
 }
 
 // setRestoreWaiting says why a restore has not started (or resumed) yet:

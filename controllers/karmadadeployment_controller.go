@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -81,20 +80,11 @@ type KarmadaDeploymentReconciler struct {
 
 // SetupWithManager registers the reconciler and its run tracker.
 func (r *KarmadaDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Run == nil {
-		r.Run = runner.Run
-	}
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
-	if r.RunTimeout == 0 {
-		r.RunTimeout = defaultRunTimeout
-	}
-	r.runs = newRunTracker()
-	r.lastFinished = map[types.NamespacedName]string{}
-	if err := mgr.Add(r.runs); err != nil {
+	var err error
+	if r.runs, err = startRuns(mgr, &r.Run, &r.Clock, &r.RunTimeout); err != nil {
 		return err
 	}
+	r.lastFinished = map[types.NamespacedName]string{}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kaov1.KarmadaDeployment{}, builder.WithPredicates(specOrLifecycleChanged())).
 		WatchesRawSource(source.Channel(r.runs.finished, &handler.EnqueueRequestForObject{})).
@@ -295,16 +285,8 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	log := ctrl.Log.WithName("run").WithValues("KarmadaDeployment", klog.KObj(kd), "run", spec.ID)
 	playbook := filepath.Base(spec.Playbook)
 
-	res := runWithProgress(ctx, r.Run, r.Clock, spec, start, func(p runner.Progress) {
-		err := r.updateStatus(ctx, key, func(cur *kaov1.KarmadaDeployment) {
-			if cur.Status.Progress != nil && cur.Status.Progress.RunID == spec.ID {
-				cur.Status.Progress = progressStatus(spec.ID, playbook, start, p, r.Clock.Now())
-			}
-		})
-		if err != nil && ctx.Err() == nil {
-			log.Error(err, "Updating progress")
-		}
-	})
+	status := r.statusWriter()
+	res := runWithProgress(ctx, r.Run, r.Clock, spec, start, status.reportProgress(ctx, key, spec, start, r.Clock, log))
 	log.Info("Run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
@@ -312,7 +294,7 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	defer cancel()
 	logName := r.keepRunLog(finalCtx, log, kd, spec.ID, res.Log)
 	now := r.Clock.Now()
-	err := r.updateStatus(finalCtx, key, func(cur *kaov1.KarmadaDeployment) {
+	err := status.update(finalCtx, key, func(cur *kaov1.KarmadaDeployment) {
 		cur.Status.Progress = nil
 		cur.Status.LastRun = runStatus(res, kd.Generation, logName)
 		setRunResultCondition(cur, res)
@@ -348,19 +330,11 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	r.runs.end(key, kd)
 }
 
-// updateStatus applies mutate to the latest version of a deployment's status,
-// retrying on conflicts with other writers.
-func (r *KarmadaDeploymentReconciler) updateStatus(ctx context.Context, key types.NamespacedName, mutate func(*kaov1.KarmadaDeployment)) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur := &kaov1.KarmadaDeployment{}
-		if err := r.APIReader.Get(ctx, key, cur); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		before := cur.Status.DeepCopy()
-		mutate(cur)
-		if equality.Semantic.DeepEqual(before, &cur.Status) {
-			return nil
-		}
-		return r.Client.Status().Update(ctx, cur)
-	})
+// statusWriter writes deployments' status.
+func (r *KarmadaDeploymentReconciler) statusWriter() statusWriter[*kaov1.KarmadaDeployment] {
+	return statusWriter[*kaov1.KarmadaDeployment]{
+		client: r.Client, reader: r.APIReader,
+		newObject: func() *kaov1.KarmadaDeployment { return &kaov1.KarmadaDeployment{} },
+		progress:  func(kd *kaov1.KarmadaDeployment) **kaov1.RunProgress { return &kd.Status.Progress },
+	}
 }

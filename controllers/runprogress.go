@@ -6,8 +6,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/runner"
 )
 
@@ -55,4 +61,52 @@ func runWithProgress(ctx context.Context, run PlaybookRunner, clk clock.PassiveC
 		}
 	}
 	return res
+}
+
+// statusWriter writes the status of one kind that shows playbook runs (a
+// KarmadaDeployment, an EtcdRestore): the KarmadaDeployment and EtcdRestore
+// reconcilers record their runs through it.
+type statusWriter[T client.Object] struct {
+	client client.Client
+	reader client.Reader
+	// newObject returns an empty object to read the latest version into.
+	newObject func() T
+	// progress reaches the object's status.progress.
+	progress func(T) **kaov1.RunProgress
+}
+
+// update applies mutate to the latest version of an object, read without
+// the cache, and writes its status. It retries on conflicts with other
+// writers and writes nothing when mutate changed nothing; an object that is
+// gone is not an error.
+func (w statusWriter[T]) update(ctx context.Context, key types.NamespacedName, mutate func(T)) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := w.newObject()
+		if err := w.reader.Get(ctx, key, cur); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		before := cur.DeepCopyObject()
+		mutate(cur)
+		if equality.Semantic.DeepEqual(before, cur) {
+			return nil
+		}
+		return w.client.Status().Update(ctx, cur)
+	})
+}
+
+// reportProgress is runWithProgress's report for the run spec of the object
+// key: it writes status.progress while the status still shows that run.
+func (w statusWriter[T]) reportProgress(ctx context.Context, key types.NamespacedName, spec runner.Spec, start time.Time,
+	clk clock.PassiveClock, log logr.Logger) func(runner.Progress) {
+	playbook := filepath.Base(spec.Playbook)
+	return func(p runner.Progress) {
+		err := w.update(ctx, key, func(cur T) {
+			if progress := w.progress(cur); *progress != nil && (*progress).RunID == spec.ID {
+				*progress = progressStatus(spec.ID, playbook, start, p, clk.Now())
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			log.Error(err, "Updating progress")
+		}
+	}
 }

@@ -14,8 +14,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/kao-io/kao/internal/runner"
 )
 
 // activeRun is a playbook run in progress for one deployment.
@@ -127,6 +131,23 @@ func (t *runTracker) end(key types.NamespacedName, obj client.Object) {
 	case t.finished <- event.GenericEvent{Object: obj}:
 	default: // a reconcile is queued already
 	}
+}
+
+// startRuns fills the run settings that a reconciler running playbooks
+// leaves unset (the runner, the clock, the run timeout) and registers a new
+// run tracker with the manager.
+func startRuns(mgr ctrl.Manager, run *PlaybookRunner, clk *clock.PassiveClock, timeout *time.Duration) (*runTracker, error) {
+	if *run == nil {
+		*run = runner.Run
+	}
+	if *clk == nil {
+		*clk = clock.RealClock{}
+	}
+	if *timeout == 0 {
+		*timeout = defaultRunTimeout
+	}
+	t := newRunTracker()
+	return t, mgr.Add(t)
 }
 
 // newRunID names a run: sortable by time, unique by a random suffix.
