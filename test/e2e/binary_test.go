@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -330,12 +331,18 @@ func TestBinaryInstall(t *testing.T) {
 
 	// Members: three Push and one Pull member join through the operator;
 	// status.members and MembersReady follow Karmada's Cluster objects.
-	joinMembers(t, kd, dc, kubectl)
+	agentRestarts := joinMembers(t, kd, dc, kubectl)
 
-	// etcd: back up, lose 200 Karmada objects, restore them (restore_test.go).
-	backupAndRestore(t, dc, kd)
+	// etcd: back up, lose 200 Karmada objects, restore them
+	// (restore_test.go), on this control plane with its members joined: the
+	// step costs the restore, not a second install, and shows the members
+	// Ready again after it.
+	t.Run("EtcdBackup and EtcdRestore", func(t *testing.T) { backupAndRestore(t, dc, kd) })
+	t.Logf("the Pull member's karmada-agent was restarted %d times by the test's kubelet", agentRestarts())
 
-	// No byte of the SSH key or of any private key kao issued appears anywhere kao writes.
+	// No byte of the SSH key or of any private key kao issued appears anywhere
+	// kao writes: the status and Events of the deployment, its backups and
+	// restores, the operator's log, the state directory.
 	final := get(t, kd)
 	pkiSecret := &corev1.Secret{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dc-pki"}, pkiSecret); err != nil {
@@ -349,7 +356,24 @@ func TestBinaryInstall(t *testing.T) {
 	}
 	status, _ := json.Marshal(final.Status)
 	evs, _ := json.Marshal(deploymentEvents(t, kd))
-	places := map[string]string{"status": string(status), "Events": string(evs), "operator log": operatorLog.String()}
+	backups, restores, events := &kaov1.EtcdBackupList{}, &kaov1.EtcdRestoreList{}, &eventsv1.EventList{}
+	for _, l := range []client.ObjectList{backups, restores, events} {
+		if err := k8s.List(ctx, l, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	etcdEvents := slices.DeleteFunc(events.Items, func(e eventsv1.Event) bool {
+		return e.Regarding.Kind != "EtcdBackup" && e.Regarding.Kind != "EtcdRestore"
+	})
+	if len(backups.Items) == 0 || len(restores.Items) == 0 || len(etcdEvents) == 0 {
+		t.Errorf("nothing to scan of the backup and restore: %d EtcdBackups, %d EtcdRestores, %d Events",
+			len(backups.Items), len(restores.Items), len(etcdEvents))
+	}
+	backupStatus, _ := json.Marshal(backups)
+	restoreStatus, _ := json.Marshal(restores)
+	etcdEvs, _ := json.Marshal(etcdEvents)
+	places := map[string]string{"status": string(status), "Events": string(evs), "operator log": operatorLog.String(),
+		"EtcdBackups": string(backupStatus), "EtcdRestores": string(restoreStatus), "EtcdBackup and EtcdRestore Events": string(etcdEvs)}
 	_ = filepath.Walk(stateDir, func(path string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() {
 			data, _ := os.ReadFile(path)

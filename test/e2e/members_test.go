@@ -59,8 +59,9 @@ func updateSpec(t testing.TB, kd *kaov1.KarmadaDeployment, change func(*kaov1.Ka
 // joinMembers starts four real member clusters on the test hosts' gateway,
 // joins three in Push mode and one in Pull mode through the operator, plays
 // the Pull member's kubelet, propagates a Deployment, and unjoins one Push
-// member by removing it from the spec.
-func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, kubectl func(args ...string) string) {
+// member by removing it from the spec. It returns how often the test's
+// kubelet has restarted the Pull member's karmada-agent.
+func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, kubectl func(args ...string) string) (agentRestarts func() int) {
 	t.Helper()
 	ctx := context.Background()
 	clusters := members.Start(t, 4, members.Options{Address: dc.Gateway()})
@@ -121,7 +122,7 @@ func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, k
 		t.Fatal(err)
 	}
 	agentBin := filepath.Join(artifactsDir, "karmada", "v1.18.1", "bin", "karmada-agent")
-	members.StartAgent(t, agentBin, filepath.Join(dir, "karmada-agent.log"), members.AgentArgs(t, command, agentKC, pullKubeconfig))
+	_, agentRestarts = members.StartAgent(t, agentBin, filepath.Join(dir, "karmada-agent.log"), members.AgentArgs(t, command, agentKC, pullKubeconfig))
 	all := waitForCondition(t, kd, kaov1.MembersReadyCondition, metav1.ConditionTrue, kaov1.AllMembersReadyReason, 3*time.Minute)
 	if all.Status.ReadyMembers != "4/4" {
 		t.Errorf("readyMembers %q, want 4/4", all.Status.ReadyMembers)
@@ -206,4 +207,5 @@ spec:
 	if get(t, kd).Status.ReadyMembers != "3/3" {
 		t.Errorf("readyMembers after the unjoin: %q, want 3/3", get(t, kd).Status.ReadyMembers)
 	}
+	return agentRestarts
 }

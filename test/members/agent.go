@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -117,25 +118,72 @@ func AgentArgs(t testing.TB, command []string, karmadaKubeconfig, memberKubeconf
 }
 
 // StartAgent runs karmada-agent on this machine until stop is called or
-// the test ends; its output goes to logPath.
-func StartAgent(t testing.TB, bin, logPath string, args []string) (stop func()) {
+// the test ends, restarting it whenever it exits, as the member's kubelet
+// would for a Deployment's Pod (restartPolicy Always, with a back-off of 1 s
+// doubling to 10 s). karmada-agent exits by design when it loses its leader
+// lease, for example while karmada-apiserver is stopped for a restore. Its
+// output, across restarts, goes to logPath; restarts reports how many
+// times it was started again.
+func StartAgent(t testing.TB, bin, logPath string, args []string) (stop func(), restarts func() int) {
 	t.Helper()
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	var (
+		mu       sync.Mutex
+		cur      *exec.Cmd
+		stopping bool
+		started  int
+	)
+	start := func() (<-chan struct{}, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = log, log
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		cur = cmd
+		started++
+		return exited, nil
+	}
+	mu.Lock()
+	exited, err := start()
+	mu.Unlock()
+	if err != nil {
 		_ = log.Close()
 		t.Fatalf("starting karmada-agent: %v", err)
 	}
 	done := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
-		_ = log.Close()
-		close(done)
+		defer close(done)
+		defer func() { _ = log.Close() }()
+		backoff := time.Second
+		for {
+			<-exited
+			mu.Lock()
+			if stopping {
+				mu.Unlock()
+				return
+			}
+			mu.Unlock()
+			_, _ = fmt.Fprintf(log, "--- karmada-agent exited; the test's kubelet restarts it in %s\n", backoff)
+			time.Sleep(backoff)
+			backoff = min(2*backoff, 10*time.Second)
+			mu.Lock()
+			if stopping {
+				mu.Unlock()
+				return
+			}
+			exited, err = start()
+			mu.Unlock()
+			if err != nil {
+				_, _ = fmt.Fprintf(log, "--- restarting karmada-agent: %v\n", err)
+				return
+			}
+		}
 	}()
 	stopped := false
 	stop = func() {
@@ -143,14 +191,23 @@ func StartAgent(t testing.TB, bin, logPath string, args []string) (stop func()) 
 			return
 		}
 		stopped = true
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		mu.Lock()
+		stopping = true
+		pid := cur.Process.Pid
+		mu.Unlock()
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
 		select {
 		case <-done:
 		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			<-done
 		}
 	}
+	restarts = func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return started - 1
+	}
 	t.Cleanup(stop)
-	return stop
+	return stop, restarts
 }

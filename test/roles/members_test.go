@@ -319,7 +319,7 @@ func TestMembers(t *testing.T) {
 			}
 		}
 		agentKC := e.a.writeFile(t, "agent.kubeconfig", agentKubeconfig)
-		stopAgent = members.StartAgent(t, e.agent, filepath.Join(e.a.dir, "karmada-agent.log"),
+		stopAgent, _ = members.StartAgent(t, e.agent, filepath.Join(e.a.dir, "karmada-agent.log"),
 			members.AgentArgs(t, command, agentKC, e.kubeconfigs[pullC]))
 		eventually(t, 3*time.Minute, "Cluster pull-c to be Ready in Pull mode", func() (bool, string) {
 			cl, ok, err := e.cluster(pullC)
