@@ -137,7 +137,6 @@ func TestBuildRejectsBadConnectionFields(t *testing.T) {
 		{"host name that is a group name", func(kd *kaov1.KarmadaDeployment) { kd.Spec.Hosts[1].Name = "etcd" }, "spec.hosts[1].name"},
 		{"duplicate host name", func(kd *kaov1.KarmadaDeployment) { kd.Spec.Hosts[1].Name = kd.Spec.Hosts[0].Name }, "spec.hosts[1].name"},
 		{"unknown role", func(kd *kaov1.KarmadaDeployment) { kd.Spec.Hosts[1].Roles = []kaov1.HostRole{"worker"} }, "spec.hosts[1].roles[0]"},
-		{"no roles", func(kd *kaov1.KarmadaDeployment) { kd.Spec.Hosts[1].Roles = nil }, "spec.hosts[1].roles"},
 		{"unknown become method", func(kd *kaov1.KarmadaDeployment) { kd.Spec.SSH.Become = "Doas" }, "spec.ssh.become"},
 		{"secure port out of range", func(kd *kaov1.KarmadaDeployment) { kd.Spec.APIServer.SecurePort = 65536 }, "spec.apiServer.securePort"},
 		{"unknown mode", func(kd *kaov1.KarmadaDeployment) { kd.Spec.Mode = "Hybrid" }, "spec.mode"},
@@ -243,6 +242,16 @@ func TestGroupsFollowSpecAndStatus(t *testing.T) {
 			wantGroups: map[string][]string{
 				GroupEtcd: {"cp-1"}, GroupAPIServer: {"cp-1"}, GroupControlPlane: {"cp-1", "cp-2"},
 				GroupMembers: {"member_edge-1"}, GroupMembersJoin: {"member_edge-1"},
+			},
+		},
+		{
+			name: "host without roles is leaving: ungrouped, still reachable",
+			mutate: func(kd *kaov1.KarmadaDeployment) {
+				kd.Spec.Hosts = append(kd.Spec.Hosts, kaov1.Host{Name: "old-etcd", Address: "10.0.0.3"})
+			},
+			wantGroups: map[string][]string{
+				GroupEtcd: {"cp-1"}, GroupAPIServer: {"cp-1"}, GroupControlPlane: {"cp-1", "cp-2"},
+				GroupMembers: {"member_edge-1"}, GroupMembersJoin: {"member_edge-1"}, GroupUngrouped: {"old-etcd"},
 			},
 		},
 		{

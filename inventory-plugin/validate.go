@@ -115,9 +115,8 @@ func validateHosts(path *field.Path, hosts []kaov1.Host) field.ErrorList {
 		if h.User != "" && (len(h.User) > maxUserLen || !sshUser.MatchString(h.User)) {
 			errs = append(errs, field.Invalid(p.Child("user"), h.User, "must match ^[a-z_][a-z0-9_-]*$ and be at most 32 characters"))
 		}
-		if len(h.Roles) == 0 {
-			errs = append(errs, field.Required(p.Child("roles"), "every host needs at least one role"))
-		}
+		// A host without roles is leaving: it stays in the inventory
+		// (ungrouped) so that the run can retire what kao ran there.
 		for j, r := range h.Roles {
 			switch r {
 			case kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole:

@@ -104,6 +104,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hostCluster)",message="spec.hostCluster is only used when spec.mode is Containerized"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || self.hosts.exists(h, 'apiServer' in h.roles)",message="at least one host in spec.hosts needs the apiServer role"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || self.hosts.exists(h, 'controlPlane' in h.roles)",message="at least one host in spec.hosts needs the controlPlane role"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.hosts) || !has(oldSelf.etcd.managed) || oldSelf.hosts.all(o, !('etcd' in o.roles) || (has(self.hosts) && self.hosts.exists(h, h.name == o.name)))",message="a host with the etcd role cannot leave spec.hosts in one step: first set its roles without etcd (kao removes its member from the cluster and wipes it in the next run), then remove the host"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || !has(self.etcd.managed) || size(self.hosts.filter(h, 'etcd' in h.roles)) % 2 == 1",message="managed etcd needs an odd number of hosts with the etcd role (1, 3, 5 or 7) to keep quorum"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || !has(self.etcd.external) || !self.hosts.exists(h, 'etcd' in h.roles)",message="the etcd host role is only used with spec.etcd.managed; remove it or drop spec.etcd.external"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.etcd.managed) || !has(self.etcd.managed.replicas)",message="spec.etcd.managed.replicas is only used in Containerized mode; in Binary mode etcd runs on the hosts with the etcd role"
@@ -257,10 +258,12 @@ type Host struct {
 	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_-]*$`
 	User string `json:"user,omitempty"`
 
-	// roles are the jobs this host does.
+	// roles are the jobs this host does. An empty list keeps a host that is
+	// leaving in the deployment for one more run, in which kao retires what
+	// it ran there: an etcd member is removed from the cluster, stopped and
+	// wiped. Remove the host from spec.hosts after that run.
 	// +required
 	// +listType=set
-	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=3
 	Roles []HostRole `json:"roles"`
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -32,6 +33,9 @@ type EtcdMember struct {
 	Healthy bool
 	// Leader is true for the member the cluster reports as leader.
 	Leader bool
+	// Learner is true for a member that does not vote yet: it is catching
+	// up with the leader (or never started), and it is not counted healthy.
+	Learner bool
 	// Message says why an unhealthy member is unhealthy.
 	Message string
 }
@@ -43,8 +47,17 @@ type EtcdHealth struct {
 	Leader  string
 }
 
-// HasQuorum tells whether a majority of members answered.
-func (h EtcdHealth) HasQuorum() bool { return h.Healthy > len(h.Members)/2 }
+// HasQuorum tells whether a majority of the voting members answered;
+// learners do not vote.
+func (h EtcdHealth) HasQuorum() bool {
+	voters := 0
+	for _, m := range h.Members {
+		if !m.Learner {
+			voters++
+		}
+	}
+	return h.Healthy > voters/2
+}
 
 // Summary is healthy/total, for example 2/3.
 func (h EtcdHealth) Summary() string { return fmt.Sprintf("%d/%d", h.Healthy, len(h.Members)) }
@@ -86,6 +99,7 @@ func (Etcd) Etcd(ctx context.Context, members map[string]string, tlsConfig *tls.
 		}()
 	}
 	wg.Wait()
+	out, leaders = addClusterMembers(ctx, out, leaders, tlsConfig)
 	h := EtcdHealth{Members: out}
 	leaderID := uint64(0)
 	for i, m := range out {
@@ -105,19 +119,116 @@ func (Etcd) Etcd(ctx context.Context, members map[string]string, tlsConfig *tls.
 	return h
 }
 
-// statusOf asks one member for its status; it returns the member and the
-// leader ID the member reports.
-func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config) (EtcdMember, uint64) {
-	m := EtcdMember{Name: name, Endpoint: endpoint}
+// addClusterMembers completes the probed members with the cluster's own
+// member list, read from a healthy member: members that are not in the
+// probed set (a host leaving the cluster, a member added but not started)
+// are probed and added, learners are not counted healthy until they vote,
+// and a probed endpoint the cluster does not list says so. Without a
+// healthy member the probed set stays as it is.
+func addClusterMembers(ctx context.Context, probed []EtcdMember, leaders []uint64, tlsConfig *tls.Config) ([]EtcdMember, []uint64) {
+	from := ""
+	for _, m := range probed {
+		if m.Healthy {
+			from = m.Endpoint
+			break
+		}
+	}
+	if from == "" {
+		return probed, leaders
+	}
+	list, err := memberList(ctx, from, tlsConfig)
+	if err != nil {
+		return probed, leaders
+	}
+	byKey := map[string]int{} // member ID or client URL → index in probed
+	for i, m := range probed {
+		if m.ID != "" {
+			byKey[m.ID] = i
+		}
+		byKey[m.Endpoint] = i
+	}
+	listed := make([]bool, len(probed))
+	for _, lm := range list {
+		id := fmt.Sprintf("%x", lm.ID)
+		i, ok := byKey[id]
+		for _, u := range lm.ClientURLs {
+			if j, found := byKey[u]; !ok && found {
+				i, ok = j, true
+			}
+		}
+		if !ok {
+			m, leader := EtcdMember{Name: lm.Name, ID: id}, uint64(0)
+			switch {
+			case lm.Name == "":
+				m.Name = "unstarted-" + id
+				m.Message = "added to the cluster but never started"
+			case len(lm.ClientURLs) == 0:
+				m.Message = "the cluster lists no client URL for it"
+			default:
+				m, leader = statusOf(ctx, lm.Name, lm.ClientURLs[0], tlsConfig)
+			}
+			probed, leaders = append(probed, m), append(leaders, leader)
+			listed = append(listed, true)
+			i = len(probed) - 1
+		}
+		listed[i] = true
+		if lm.IsLearner {
+			probed[i].Learner = true
+			probed[i].Healthy = false
+			probed[i].Message = strings.TrimSuffix("a learner catching up with the leader; it does not vote yet; "+probed[i].Message, "; ")
+		}
+	}
+	for i := range probed {
+		if !listed[i] && !probed[i].Healthy {
+			probed[i].Message = "not a member of the cluster: " + probed[i].Message
+		}
+	}
+	order := make([]int, len(probed))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return probed[order[a]].Name < probed[order[b]].Name })
+	members, ls := make([]EtcdMember, len(probed)), make([]uint64, len(probed))
+	for k, i := range order {
+		members[k], ls[k] = probed[i], leaders[i]
+	}
+	return members, ls
+}
+
+// memberList reads the cluster's member list from one member.
+func memberList(ctx context.Context, endpoint string, tlsConfig *tls.Config) ([]*etcdserverpb.Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{
+	cli, err := dial(ctx, endpoint, tlsConfig)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Members, nil
+}
+
+// dial connects to one member, within ctx.
+func dial(ctx context.Context, endpoint string, tlsConfig *tls.Config) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
 		Endpoints:   []string{endpoint},
 		DialTimeout: etcdTimeout,
 		TLS:         tlsConfig,
 		Logger:      zap.NewNop(),
 		Context:     ctx,
 	})
+}
+
+// statusOf asks one member for its status; it returns the member and the
+// leader ID the member reports.
+func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config) (EtcdMember, uint64) {
+	m := EtcdMember{Name: name, Endpoint: endpoint}
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	cli, err := dial(ctx, endpoint, tlsConfig)
 	if err != nil {
 		m.Message = err.Error()
 		return m, 0

@@ -7,9 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/kao-io/kao/internal/testenv"
 )
@@ -73,5 +77,46 @@ func TestEtcdProbeReportsHealthLeaderAndQuorum(t *testing.T) {
 	}
 	if one := (Etcd{}).Etcd(context.Background(), map[string]string{"m1": url}, nil); !one.HasQuorum() || one.Problems() != "" {
 		t.Errorf("a healthy single member has quorum and no problems: %+v", one)
+	}
+}
+
+func TestEtcdProbeListsMembersTheSpecDoesNot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the etcd binary from make tools")
+	}
+	url := startEtcd(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A learner added for a host that never started: the member list has
+	// it, the caller's set of hosts does not.
+	added, err := cli.MemberAddAsLearner(ctx, []string{fmt.Sprintf("http://127.0.0.1:%d", freePort(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("%x", added.Member.ID)
+	h := Etcd{}.Etcd(ctx, map[string]string{"m1": url, "new": "http://127.0.0.1:1"}, nil)
+	var names []string
+	for _, m := range h.Members {
+		names = append(names, m.Name)
+	}
+	if want := []string{"m1", "new", "unstarted-" + id}; !slices.Equal(names, want) {
+		t.Fatalf("members %v, want %v: %+v", names, want, h)
+	}
+	if h.Summary() != "1/3" || h.Leader != "m1" || h.HasQuorum() {
+		t.Errorf("one healthy member of three, m1 leading, no quorum of the two voters: %+v", h)
+	}
+	if alone := (Etcd{}).Etcd(ctx, map[string]string{"m1": url}, nil); alone.Summary() != "1/2" || !alone.HasQuorum() {
+		t.Errorf("m1 alone with a learner: the learner does not vote, m1 has quorum: %+v", alone)
+	}
+	if m := h.Members[2]; m.Healthy || !strings.Contains(m.Message, "learner") || !strings.Contains(m.Message, "never started") {
+		t.Errorf("the unstarted learner: %+v", m)
+	}
+	if m := h.Members[1]; m.Healthy || !strings.HasPrefix(m.Message, "not a member of the cluster: ") {
+		t.Errorf("a probed host the cluster does not list: %+v", m)
 	}
 }
