@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -34,15 +33,7 @@ func BenchmarkBinaryInstall(b *testing.B) {
 		dc := hosts.Start(b, 3)
 		ns := newNamespace(b)
 		startOperator(b, ns)
-		key, err := os.ReadFile(dc.PrivateKeyPath())
-		if err != nil {
-			b.Fatal(err)
-		}
-		knownHosts, err := os.ReadFile(dc.KnownHostsPath())
-		if err != nil {
-			b.Fatal(err)
-		}
-		createSecret(b, ns, "dc-ssh", map[string][]byte{"id_ed25519": key, "known_hosts": knownHosts})
+		createSSHSecret(b, ns, "dc-ssh", dc)
 		kd := binaryDeployment(ns, "bench", "dc-ssh", dc.Hosts())
 		b.StartTimer()
 

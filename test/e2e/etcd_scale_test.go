@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/test/hosts"
+)
+
+// TestEtcdScale scales a Binary control plane's managed etcd from one member
+// to three and five and back to three by editing the hosts' roles, while a
+// writer keeps creating objects through karmada-apiserver. Each run must
+// succeed, status.etcd must show exactly the members the spec asks for, all
+// healthy with a leader, the hosts that left must have no etcd left, and
+// every object karmada-apiserver acknowledged must still be there.
+func TestEtcdScale(t *testing.T) {
+	dc := hosts.Start(t, 5)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, ns)
+	nodes := dc.Hosts()
+	createSSHSecret(t, ns, "scale-ssh", dc)
+
+	kd := binaryDeployment(ns, "scale", "scale-ssh", nodes)
+	for i := range kd.Spec.Hosts {
+		kd.Spec.Hosts[i].Roles = []kaov1.HostRole{}
+	}
+	kd.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
+	if err := k8s.Create(ctx, kd); err != nil {
+		t.Fatal(err)
+	}
+	if done := waitForRun(t, kd, 6*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the install failed: %+v", done.Status.LastRun)
+	}
+	waitForEtcdMembers(t, kd, nodes[:1], 2*time.Minute)
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+
+	// The API refuses to drop an etcd host from spec.hosts in one step.
+	err := k8s.Update(ctx, func() *kaov1.KarmadaDeployment {
+		cur := get(t, kd)
+		cur.Spec.Hosts = cur.Spec.Hosts[1:]
+		return cur
+	}())
+	if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "cannot leave spec.hosts in one step") {
+		t.Errorf("removing an etcd host from spec.hosts: %v", err)
+	}
+
+	w := startObjectWriter(t, kd)
+	scale := func(n int) {
+		t.Helper()
+		updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+			for i := 1; i < len(s.Hosts); i++ {
+				if i < n {
+					s.Hosts[i].Roles = []kaov1.HostRole{kaov1.EtcdRole}
+				} else {
+					s.Hosts[i].Roles = []kaov1.HostRole{}
+				}
+			}
+		})
+		start := time.Now()
+		done := waitForRun(t, kd, 10*time.Minute)
+		if done.Status.LastRun.Result != kaov1.RunSucceeded {
+			t.Fatalf("the run scaling etcd to %d members failed: %+v", n, done.Status.LastRun)
+		}
+		waitForEtcdMembers(t, kd, nodes[:n], 2*time.Minute)
+		t.Logf("etcd has %d healthy members, %s after the spec changed", n, time.Since(start).Round(time.Second))
+	}
+	t.Run("1 to 3", func(t *testing.T) { scale(3) })
+	t.Run("3 to 5", func(t *testing.T) { scale(5) })
+	t.Run("5 to 3", func(t *testing.T) { scale(3) })
+	for _, h := range nodes[3:] {
+		out, err := dc.Run(ctx, h.Name, "systemctl is-active karmada-etcd || true; test -e /var/lib/karmada-etcd && echo data; test -e /etc/systemd/system/karmada-etcd.service && echo unit; true")
+		if err != nil || strings.TrimSpace(out) != "inactive" {
+			t.Errorf("%s still has parts of its etcd member after leaving: %q (%v)", h.Name, out, err)
+		}
+	}
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+
+	acked, failed := w.stop()
+	t.Logf("karmada-apiserver acknowledged %d ConfigMaps; %d creates failed while etcd and the API server changed", len(acked), failed)
+	if len(acked) < 50 {
+		t.Fatalf("only %d writes were acknowledged: the test proves nothing", len(acked))
+	}
+	list, err := w.client.CoreV1().ConfigMaps(writerNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, cm := range list.Items {
+		got[cm.Name] = cm.Data["v"]
+	}
+	lost := 0
+	for name, v := range acked {
+		if got[name] != v {
+			lost++
+			if lost <= 5 {
+				t.Errorf("acknowledged ConfigMap %s (v=%s) reads back as %q", name, v, got[name])
+			}
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d acknowledged writes were lost", lost, len(acked))
+	}
+
+	t.Run("EtcdBackup while the leader is powered off", func(t *testing.T) { backupWithoutLeader(t, dc, kd) })
+}
+
+// backupWithoutLeader powers off the host of the etcd leader and takes a
+// backup at once, while the others elect a new leader. kao streams
+// snapshots from a healthy follower, so the backup may succeed; if it
+// fails, it must say why. Either way it must never record a snapshot from
+// the host that is off, and once the host is back the next backup succeeds.
+func backupWithoutLeader(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment) {
+	ctx := context.Background()
+	leader := get(t, kd).Status.Etcd.Leader
+	if leader == "" {
+		t.Fatal("status.etcd names no leader")
+	}
+	if err := dc.Stop(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	powered := false
+	defer func() {
+		if !powered {
+			_ = dc.Start(ctx, leader)
+		}
+	}()
+	eb := &kaov1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: "leader-off", Namespace: kd.Namespace},
+		Spec:       kaov1.EtcdBackupSpec{DeploymentName: kd.Name, Destination: kaov1.BackupDestination{Type: kaov1.LocalDestination}},
+	}
+	if err := k8s.Create(ctx, eb); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		cur := &kaov1.EtcdBackup{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(eb), cur); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, kaov1.BackupSucceededCondition)
+		if c != nil && c.Status == metav1.ConditionTrue && cur.Status.LastSnapshot != nil {
+			if s := cur.Status.LastSnapshot; s.Member == leader || s.SHA256 == "" || s.Revision == 0 {
+				t.Errorf("a snapshot recorded with %s off: %+v", leader, s)
+			}
+			t.Logf("with the leader %s off, the backup took a verified snapshot from %s", leader, cur.Status.LastSnapshot.Member)
+			break
+		}
+		if c != nil && c.Status == metav1.ConditionFalse {
+			if c.Message == "" || cur.Status.LastSnapshot != nil {
+				t.Errorf("a failed backup must say why and record no snapshot: %+v", cur.Status)
+			}
+			t.Logf("with the leader %s off, the backup failed: %s", leader, c.Message)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backup with the leader off did not end within 3m: %+v", cur.Status)
+		}
+		time.Sleep(time.Second)
+	}
+
+	if err := dc.Start(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	powered = true
+	waitForEtcdMembers(t, kd, dc.Hosts()[:3], 3*time.Minute)
+	next := &kaov1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: "leader-back", Namespace: kd.Namespace},
+		Spec:       kaov1.EtcdBackupSpec{DeploymentName: kd.Name, Destination: kaov1.BackupDestination{Type: kaov1.LocalDestination}},
+	}
+	if err := k8s.Create(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	waitForBackup(t, next, 3*time.Minute)
+}
+
+// createSSHSecret stores the test hosts' SSH key and known_hosts.
+func createSSHSecret(t testing.TB, ns, name string, dc *hosts.Cluster) {
+	t.Helper()
+	key, err := os.ReadFile(dc.PrivateKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	knownHosts, err := os.ReadFile(dc.KnownHostsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, ns, name, map[string][]byte{"id_ed25519": key, "known_hosts": knownHosts})
+}
+
+// waitForEtcdMembers waits until status.etcd lists exactly the hosts, all
+// healthy, one of them the leader.
+func waitForEtcdMembers(t testing.TB, kd *kaov1.KarmadaDeployment, hs []hosts.Host, timeout time.Duration) {
+	t.Helper()
+	var want []string
+	for _, h := range hs {
+		want = append(want, h.Name)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		if e := cur.Status.Etcd; e != nil {
+			var names []string
+			healthy := 0
+			for _, m := range e.Members {
+				names = append(names, m.Name)
+				if m.Healthy {
+					healthy++
+				}
+			}
+			slices.Sort(names)
+			if slices.Equal(names, want) && healthy == len(want) && slices.Contains(want, e.Leader) &&
+				e.Healthy == fmt.Sprintf("%d/%d", len(want), len(want)) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status.etcd does not show %v healthy with a leader within %s: %+v", want, timeout, cur.Status.Etcd)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+const writerNamespace = "scale-writer"
+
+// objectWriter creates numbered ConfigMaps in karmada-apiserver, one every
+// 100 ms, and records those the API server acknowledged.
+type objectWriter struct {
+	client *kubernetes.Clientset
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	acked  map[string]string
+	failed int
+}
+
+func startObjectWriter(t *testing.T, kd *kaov1.KarmadaDeployment) *objectWriter {
+	t.Helper()
+	cur := get(t, kd)
+	ref := cur.Status.KubeconfigSecretRef
+	if ref == nil {
+		t.Fatal("no exported kubeconfig in status")
+	}
+	secret := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: kd.Namespace, Name: ref.Name}, secret); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[ref.Key])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: writerNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &objectWriter{client: cs, cancel: cancel, done: make(chan struct{}), acked: map[string]string{}}
+	go func() {
+		defer close(w.done)
+		for i := 0; ctx.Err() == nil; i++ {
+			name, v := fmt.Sprintf("w-%06d", i), fmt.Sprintf("%d-%d", i, time.Now().UnixNano())
+			_, err := cs.CoreV1().ConfigMaps(writerNamespace).Create(ctx,
+				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": v}}, metav1.CreateOptions{})
+			w.mu.Lock()
+			if err == nil {
+				w.acked[name] = v
+			} else if ctx.Err() == nil {
+				w.failed++
+			}
+			w.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-w.done })
+	return w
+}
+
+// stop ends the writer and returns the acknowledged writes and the failures.
+func (w *objectWriter) stop() (map[string]string, int) {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.acked, w.failed
+}
