@@ -47,17 +47,21 @@ type RestoreSource struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	BackupName string `json:"backupName,omitempty"`
 
-	// snapshotName picks one snapshot of the backup; its newest when unset.
+	// snapshotName picks one snapshot of the backup (a file name listed in
+	// its status.snapshots); its newest when unset.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][-_.a-zA-Z0-9]*$`
 	SnapshotName string `json:"snapshotName,omitempty"`
 
-	// path is a snapshot file on the operator's state volume.
+	// path is a snapshot file on the operator's state volume: a plain
+	// absolute path, without "." or ".." segments.
 	// +optional
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/[-_./a-zA-Z0-9]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('//|/[.][.]?(/|$)') && !self.endsWith('/')",message="spec.source.path must be a plain absolute file path: no '.' or '..' segments, no '//', no trailing '/'"
 	Path string `json:"path,omitempty"`
 
 	// sha256 is the expected SHA-256 of the file at path, in hex.
