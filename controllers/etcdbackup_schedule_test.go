@@ -177,6 +177,12 @@ func TestSnapshotCandidatesPreferHealthyFollowers(t *testing.T) {
 				{Name: "a", Healthy: true}, {Name: "b", Message: "no answer within 3s"}, {Name: "c", Message: "refused"}}},
 			wantErr: "no quorum (1/3 members answer): b: no answer within 3s; c: refused",
 		},
+		{
+			name: "a majority without a live leader waits for the election",
+			health: probe.EtcdHealth{Healthy: 2, Members: []probe.EtcdMember{
+				{Name: "a", Message: "no answer within 3s"}, {Name: "b", Healthy: true}, {Name: "c", Healthy: true}}},
+			wantErr: "etcd has no leader right now (2/3 members answer; an election is under way if the leader was lost): a: no answer within 3s",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,8 +92,13 @@ func snapshotCandidates(h probe.EtcdHealth) ([]probe.EtcdMember, error) {
 	switch {
 	case h.Healthy == 0:
 		return nil, fmt.Errorf("no etcd member answers (%s): %s", h.Summary(), h.Problems())
-	case !h.HasQuorum() || h.Leader == "":
+	case !h.HasQuorum():
 		return nil, fmt.Errorf("etcd has no quorum (%s members answer): %s", h.Summary(), h.Problems())
+	case h.Leader == "":
+		// A majority answers but none names a live leader: the leader was
+		// lost and the others are electing a new one, which takes seconds.
+		return nil, fmt.Errorf("etcd has no leader right now (%s members answer; an election is under way "+
+			"if the leader was lost): %s; the next backup will try again", h.Summary(), h.Problems())
 	}
 	out := []probe.EtcdMember{}
 	var leader *probe.EtcdMember
