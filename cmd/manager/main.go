@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -35,6 +38,7 @@ type options struct {
 	maxForks                int
 	runTimeout              time.Duration
 	logRetention            int
+	watchNamespaces         string
 }
 
 func main() {
@@ -51,6 +55,7 @@ func main() {
 	flag.IntVar(&opts.maxForks, "max-forks", 25, "Most hosts one ansible-playbook works on at once.")
 	flag.DurationVar(&opts.runTimeout, "run-timeout", 60*time.Minute, "Longest a playbook run may take before it is stopped.")
 	flag.IntVar(&opts.logRetention, "log-retention", 5, "Run logs (ConfigMaps and run directories) kept per KarmadaDeployment.")
+	flag.StringVar(&opts.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch, for the namespaced RBAC of config/rbac-namespaced; every namespace when empty.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -73,6 +78,10 @@ func run(opts options) error {
 		return fmt.Errorf("creating state directory %s: %w", opts.stateDir, err)
 	}
 
+	cacheOpts, err := cacheOptions(opts.watchNamespaces)
+	if err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(kaov1.AddToScheme(scheme))
@@ -84,6 +93,7 @@ func run(opts options) error {
 		LeaderElection:          opts.leaderElect,
 		LeaderElectionID:        "kao-manager.kao.io",
 		LeaderElectionNamespace: opts.leaderElectionNamespace,
+		Cache:                   cacheOpts,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -109,6 +119,24 @@ func run(opts options) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
-	ctrl.Log.WithName("setup").Info("Starting manager", "stateDir", opts.stateDir)
+	ctrl.Log.WithName("setup").Info("Starting manager", "stateDir", opts.stateDir, "watchNamespaces", opts.watchNamespaces)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// cacheOptions confines the manager's watches to the namespaces of
+// --watch-namespaces; with none it watches every namespace (and needs the
+// ClusterRole of config/rbac).
+func cacheOptions(namespaces string) (cache.Options, error) {
+	if strings.TrimSpace(namespaces) == "" {
+		return cache.Options{}, nil
+	}
+	out := map[string]cache.Config{}
+	for _, ns := range strings.Split(namespaces, ",") {
+		ns = strings.TrimSpace(ns)
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return cache.Options{}, fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		out[ns] = cache.Config{}
+	}
+	return cache.Options{DefaultNamespaces: out}, nil
 }

@@ -3,12 +3,14 @@ package testenv
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,13 +58,28 @@ func StateDir(t testing.TB) string {
 // returned stop function (also run when the test ends) stops it and waits.
 func (e *Env) StartManager(t testing.TB, scheme *runtime.Scheme, ns string, setup func(ctrl.Manager) error) (stop func()) {
 	t.Helper()
+	return StartManagerAs(t, e.Config, scheme, []string{ns}, setup)
+}
+
+// StartManagerAs is StartManager for a manager that reaches the API server
+// with cfg (a user with only some permissions) and watches namespaces, or
+// every namespace when there are none.
+func StartManagerAs(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme, namespaces []string, setup func(ctrl.Manager) error) (stop func()) {
+	t.Helper()
 	skipNameValidation := true
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+	cacheOpts := cache.Options{}
+	if len(namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Logger:                 ctrl.Log.WithName(ns),
+		Cache:                  cacheOpts,
+		Logger:                 ctrl.Log.WithName(loggerName(namespaces)),
 		Controller:             config.Controller{SkipNameValidation: &skipNameValidation},
 	})
 	if err != nil {
@@ -83,6 +100,14 @@ func (e *Env) StartManager(t testing.TB, scheme *runtime.Scheme, ns string, setu
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
 	return stop
+}
+
+// loggerName names a test manager's logger after what it watches.
+func loggerName(namespaces []string) string {
+	if len(namespaces) == 0 {
+		return "every-namespace"
+	}
+	return strings.Join(namespaces, ",")
 }
 
 // Namespace creates a namespace with a generated name for one test.

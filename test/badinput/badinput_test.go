@@ -120,7 +120,10 @@ func TestBadInputCorpus(t *testing.T) {
 	h := &harness{ns: testenv.Namespace(t, k8s, "kao-badinput-"), stateDir: testenv.StateDir(t)}
 	root := testenv.RepoRoot()
 	bundle := fakeBundle(t)
-	env.StartManager(t, scheme, h.ns, func(mgr ctrl.Manager) error {
+	// The operator runs as a user holding only kao's namespaced Role
+	// (config/rbac-namespaced, the ClusterRole's rules in one namespace):
+	// every case doubles as a check that those rules are enough.
+	testenv.StartManagerAs(t, operatorUser(t, h.ns), scheme, []string{h.ns}, func(mgr ctrl.Manager) error {
 		return controllers.SetupAll(mgr, controllers.Options{
 			StateDir:                h.stateDir,
 			PlaybookDir:             filepath.Join(root, "playbooks"),
@@ -150,6 +153,13 @@ func TestBadInputCorpus(t *testing.T) {
 				if strings.Contains(logged, s) {
 					t.Errorf("the operator log holds a secret of case %s: %.40q...", c.id, s)
 				}
+			}
+		}
+	})
+	t.Run("no request of the operator was forbidden", func(t *testing.T) {
+		for _, line := range strings.Split(operatorLog.String(), "\n") {
+			if strings.Contains(line, "forbidden") {
+				t.Errorf("the operator's Role lacks a permission: %.300s", line)
 			}
 		}
 	})
