@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -42,6 +43,9 @@ type artifacts struct {
 // bundleWant is one component version a deployment needs from its bundle.
 type bundleWant struct {
 	component, version, what string
+	// field is the spec field that asks for the version, when it is a
+	// single component's override.
+	field string
 }
 
 // bundleSource says where a bundle comes from, for messages.
@@ -178,11 +182,16 @@ func versionsFor(kd *kaov1.KarmadaDeployment, m bundle.Manifest, src bundleSourc
 		a.etcd = e.Version
 	}
 	wants := []bundleWant{
-		{"karmada", a.karmada, "Karmada"},
-		{"kubernetes", a.kubernetes, "Kubernetes"},
+		{"karmada", a.karmada, "Karmada", ""},
+		{"kubernetes", a.kubernetes, "Kubernetes", ""},
 	}
 	if kd.Spec.Etcd.Managed != nil {
-		wants = append(wants, bundleWant{"etcd", a.etcd, "etcd"})
+		wants = append(wants, bundleWant{"etcd", a.etcd, "etcd", ""})
+	}
+	for _, w := range componentWants(kd) {
+		if !slices.ContainsFunc(wants, func(o bundleWant) bool { return o.component == w.component && o.version == w.version }) {
+			wants = append(wants, w)
+		}
 	}
 	for _, w := range wants {
 		if w.version == "" {
@@ -196,8 +205,54 @@ func versionsFor(kd *kaov1.KarmadaDeployment, m bundle.Manifest, src bundleSourc
 	return a, wants, nil
 }
 
+// componentWants are the versions single components override
+// (spec.apiServer, spec.components and the enabled addons): the bundle must
+// hold those too, or the run would stop when it installs that component.
+func componentWants(kd *kaov1.KarmadaDeployment) []bundleWant {
+	c := kd.Spec.Components
+	overrides := []struct {
+		field, component, what string
+		spec                   kaov1.ComponentSpec
+	}{
+		{"spec.apiServer.version", "kubernetes", "Kubernetes", kd.Spec.APIServer.ComponentSpec},
+		{"spec.components.kubeControllerManager.version", "kubernetes", "Kubernetes", c.KubeControllerManager},
+		{"spec.components.aggregatedAPIServer.version", "karmada", "Karmada", c.AggregatedAPIServer},
+		{"spec.components.controllerManager.version", "karmada", "Karmada", c.ControllerManager},
+		{"spec.components.scheduler.version", "karmada", "Karmada", c.Scheduler},
+		{"spec.components.webhook.version", "karmada", "Karmada", c.Webhook},
+	}
+	a := kd.Spec.Addons
+	for _, addon := range []struct {
+		field string
+		spec  *kaov1.AddonSpec
+	}{
+		{"spec.addons.search.version", a.Search},
+		{"spec.addons.descheduler.version", a.Descheduler},
+		{"spec.addons.metricsAdapter.version", a.MetricsAdapter},
+		{"spec.addons.schedulerEstimator.version", a.SchedulerEstimator},
+	} {
+		if addon.spec != nil && addon.spec.Enabled {
+			overrides = append(overrides, struct {
+				field, component, what string
+				spec                   kaov1.ComponentSpec
+			}{addon.field, "karmada", "Karmada", addon.spec.ComponentSpec})
+		}
+	}
+	var out []bundleWant
+	for _, o := range overrides {
+		if o.spec.Version != "" {
+			out = append(out, bundleWant{o.component, o.spec.Version, o.what, o.field})
+		}
+	}
+	return out
+}
+
 func missingVersion(src bundleSource, w bundleWant) error {
-	return &inputError{fmt.Sprintf("%s has no %s %s: build a bundle with it (`make artifacts`)", src, w.what, w.version)}
+	asked := ""
+	if w.field != "" {
+		asked = " (" + w.field + ")"
+	}
+	return &inputError{fmt.Sprintf("%s has no %s %s%s: build a bundle with it (`make artifacts`)", src, w.what, w.version, asked)}
 }
 
 // extraVars are the run variables describing the bundle.

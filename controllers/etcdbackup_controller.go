@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -160,7 +162,7 @@ func (r *EtcdBackupReconciler) reconcileNormal(ctx context.Context, s *backupSco
 		err = fmt.Errorf("spec.schedule %q never fires", eb.Spec.Schedule)
 	}
 	if err != nil {
-		setBackupCondition(eb, now, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.InvalidSpecReason, err.Error())
+		r.notReady(eb, nil, now, kaov1.InvalidSpecReason, err.Error())
 		return ctrl.Result{} // a spec change reconciles again
 	}
 	if eb.Spec.Suspend {
@@ -243,16 +245,16 @@ func (r *EtcdBackupReconciler) deploymentToBackUp(ctx context.Context, eb *kaov1
 		if apierrors.IsNotFound(err) {
 			msg = fmt.Sprintf("KarmadaDeployment %s named in spec.deploymentName does not exist", key)
 		}
-		setBackupCondition(eb, now, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.PrerequisitesMissingReason, msg)
+		r.notReady(eb, nil, now, kaov1.PrerequisitesMissingReason, msg)
 		return nil, nil, true, nil
 	}
 	if !kd.DeletionTimestamp.IsZero() {
-		setBackupCondition(eb, now, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.PrerequisitesMissingReason,
+		r.notReady(eb, kd, now, kaov1.PrerequisitesMissingReason,
 			fmt.Sprintf("KarmadaDeployment %s is being deleted: kao takes no snapshots of it", key))
 		return nil, nil, true, nil
 	}
 	if kd.Spec.Etcd.Managed != nil && kd.Spec.Mode != kaov1.BinaryMode {
-		setBackupCondition(eb, now, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.InvalidSpecReason,
+		r.notReady(eb, kd, now, kaov1.InvalidSpecReason,
 			fmt.Sprintf("KarmadaDeployment %s runs managed etcd in %s mode, which kao does not back up yet; Binary mode and spec.etcd.external are supported",
 				key, kd.Spec.Mode))
 		return kd, nil, false, nil
@@ -269,6 +271,29 @@ func (r *EtcdBackupReconciler) deploymentToBackUp(ctx context.Context, eb *kaov1
 		return nil, nil, true, nil
 	}
 	return kd, src, false, err
+}
+
+// notReady sets Ready to False for a problem the user must fix (a bad
+// schedule, a missing deployment) and says so in a Warning Event, once: not
+// again while Ready already says the same at this generation, though the
+// backup is reconciled again while it waits.
+func (r *EtcdBackupReconciler) notReady(eb *kaov1.EtcdBackup, kd *kaov1.KarmadaDeployment, now time.Time, reason, msg string) {
+	var prev *metav1.Condition
+	if c := meta.FindStatusCondition(eb.Status.Conditions, kaov1.ReadyCondition); c != nil {
+		before := *c // SetStatusCondition changes the entry in place
+		prev = &before
+	}
+	setBackupCondition(eb, now, kaov1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+	cur := meta.FindStatusCondition(eb.Status.Conditions, kaov1.ReadyCondition)
+	if prev != nil && prev.Status == cur.Status && prev.Reason == cur.Reason && prev.Message == cur.Message &&
+		prev.ObservedGeneration == cur.ObservedGeneration {
+		return
+	}
+	var related runtime.Object
+	if kd != nil {
+		related = kd
+	}
+	r.Recorder.Eventf(eb, related, corev1.EventTypeWarning, reason, "Check", "%s", cur.Message)
 }
 
 // recordSuccess puts a new snapshot in status, applies retention and tells.

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/pki"
@@ -75,9 +76,14 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 		return nil, err
 	}
 	for i, m := range kd.Spec.Members {
-		data, err := r.secretValue(ctx, kd.Namespace, m.KubeconfigSecretRef, fmt.Sprintf("spec.members[%d].kubeconfigSecretRef", i))
+		field := fmt.Sprintf("spec.members[%d].kubeconfigSecretRef", i)
+		data, err := r.secretValue(ctx, kd.Namespace, m.KubeconfigSecretRef, field)
 		if err != nil {
 			return nil, err
+		}
+		if problem := memberKubeconfigProblem(data, m.Context, i); problem != "" {
+			return nil, &inputError{fmt.Sprintf("Secret %s/%s key %q named in %s: %s",
+				kd.Namespace, m.KubeconfigSecretRef.Name, m.KubeconfigSecretRef.Key, field, problem)}
 		}
 		in.kubeconfigs[m.Name] = data
 	}
@@ -92,6 +98,36 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 		}
 	}
 	return in, nil
+}
+
+// memberKubeconfigProblem says why a member's kubeconfig cannot be used to
+// reach the member, or "" when it can: it must parse, and the context the
+// member entry names (spec.members[i].context, else the current context)
+// must exist with a cluster that has a server and a user. The parser's own
+// error is not repeated: it may quote the file, credentials included.
+func memberKubeconfigProblem(data []byte, context string, i int) string {
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return "not a kubeconfig (it does not parse)"
+	}
+	name, from := context, fmt.Sprintf("spec.members[%d].context", i)
+	if name == "" {
+		name, from = cfg.CurrentContext, "its current-context"
+		if name == "" {
+			return fmt.Sprintf("the kubeconfig sets no current-context; name one in spec.members[%d].context", i)
+		}
+	}
+	c, ok := cfg.Contexts[name]
+	if !ok {
+		return fmt.Sprintf("the kubeconfig has no context %q (%s)", name, from)
+	}
+	if cl, ok := cfg.Clusters[c.Cluster]; !ok || cl.Server == "" {
+		return fmt.Sprintf("context %q names cluster %q, which the kubeconfig does not define with a server", name, c.Cluster)
+	}
+	if _, ok := cfg.AuthInfos[c.AuthInfo]; !ok {
+		return fmt.Sprintf("context %q names user %q, which the kubeconfig does not define", name, c.AuthInfo)
+	}
+	return ""
 }
 
 // secretValues lists every secret value of the inputs, for redaction.
