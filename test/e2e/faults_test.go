@@ -1,0 +1,304 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
+	"github.com/kao-io/kao/test/hosts"
+)
+
+// TestInstallFaults breaks a Binary install the ways a data centre does and
+// checks that kao fails safely and recovers:
+//
+//   - the operator's process group is killed (SIGKILL, as when its Pod is
+//     evicted) in the middle of the install: a new operator process records
+//     the run as interrupted, runs the install again, and it completes with a
+//     consistent status;
+//   - a host is powered off in the middle of a run: the run fails naming that
+//     host unreachable, the other host keeps its services running, and once
+//     the host is back the next run succeeds;
+//   - a host's network is cut: the same, for a host that is up but cannot be
+//     reached.
+//
+// The operator runs as its own process here (cmd/manager), so that killing
+// it kills what a real operator's container holds: the manager and its
+// ansible-playbook.
+func TestInstallFaults(t *testing.T) {
+	dc := hosts.Start(t, 2)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	stateDir := testenv.StateDir(t)
+	nodes := dc.Hosts()
+	createSSHSecret(t, ns, "faults-ssh", dc)
+
+	kd := binaryDeployment(ns, "faults", "faults-ssh", nodes)
+	kd.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
+	kd.Spec.Hosts[1].Roles = []kaov1.HostRole{kaov1.ControlPlaneRole}
+	kd.Spec.SSH.ConnectTimeoutSeconds = 5
+
+	first := startOperatorProcess(t, ns, stateDir, "operator-1")
+	if err := k8s.Create(ctx, kd); err != nil {
+		t.Fatal(err)
+	}
+	killed := waitForProgress(t, kd, 25, 5*time.Minute)
+	first.kill(t, stateDir)
+	t.Logf("killed the operator at %d%% of run %s (%s)", killed.Percent, killed.RunID, killed.CurrentTask)
+
+	startOperatorProcess(t, ns, stateDir, "operator-2")
+	done := waitForRunOtherThan(t, kd, killed.RunID, 8*time.Minute)
+	if last := done.Status.LastRun; last.Result != kaov1.RunSucceeded || done.Status.Progress != nil {
+		t.Fatalf("the install after the operator was killed did not complete: %+v, progress %+v", last, done.Status.Progress)
+	}
+	if !hasEvent(t, kd, "PlaybookInterrupted", killed.RunID) {
+		t.Errorf("no PlaybookInterrupted Event names the killed run %s", killed.RunID)
+	}
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+
+	apiserverPID := mainPID(t, dc, nodes[0].Name, "karmada-apiserver")
+	// failingRun starts a run, breaks nodes[1] once the run is under way,
+	// and checks that the run fails naming nodes[1] unreachable while
+	// nodes[0] is not harmed.
+	failingRun := func(t *testing.T, what string, breakHost func() error) {
+		t.Helper()
+		before := get(t, kd).Status.LastRun.ID
+		for _, paused := range []bool{true, false} {
+			err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+				cur := get(t, kd)
+				cur.Spec.Paused = paused
+				return k8s.Update(ctx, cur)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitForProgressOfRunAfter(t, kd, before, 2*time.Minute)
+		if err := breakHost(); err != nil {
+			t.Fatal(err)
+		}
+		failed := waitForRunOtherThan(t, kd, before, 5*time.Minute)
+		last := failed.Status.LastRun
+		if last.Result != kaov1.RunFailed {
+			t.Fatalf("the run with %s %s did not fail: %+v", nodes[1].Name, what, last)
+		}
+		named := false
+		for _, f := range last.FailedTasks {
+			if f.Host != nodes[1].Name {
+				t.Errorf("only %s is %s, but %s failed: %+v", nodes[1].Name, what, f.Host, f)
+			}
+			named = named || f.Unreachable
+		}
+		if !named {
+			t.Errorf("the failed run does not say %s is unreachable: %+v", nodes[1].Name, last.FailedTasks)
+		}
+		if c := meta.FindStatusCondition(failed.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil ||
+			c.Reason != kaov1.HostUnreachableReason || !strings.Contains(c.Message, nodes[1].Name) {
+			t.Errorf("PlaybookSucceeded does not name %s unreachable: %+v", nodes[1].Name, c)
+		}
+		if pid := mainPID(t, dc, nodes[0].Name, "karmada-apiserver"); pid != apiserverPID {
+			t.Errorf("karmada-apiserver on %s was restarted (PID %s, was %s) by a run that failed on %s", nodes[0].Name, pid, apiserverPID, nodes[1].Name)
+		}
+		t.Logf("with %s %s the run failed: %s", nodes[1].Name, what, last.Message)
+	}
+
+	t.Run("host powered off mid-run", func(t *testing.T) {
+		failingRun(t, "powered off", func() error { return dc.Stop(ctx, nodes[1].Name) })
+		if err := dc.Start(ctx, nodes[1].Name); err != nil {
+			t.Fatal(err)
+		}
+		if again := rerun(t, kd); again.Status.LastRun.Result != kaov1.RunSucceeded {
+			t.Fatalf("the run after %s came back failed: %+v", nodes[1].Name, again.Status.LastRun)
+		}
+	})
+	t.Run("host network cut mid-run", func(t *testing.T) {
+		failingRun(t, "cut off the network", func() error { return dc.Cut(ctx, nodes[1].Name) })
+		if err := dc.Restore(ctx, nodes[1].Name); err != nil {
+			t.Fatal(err)
+		}
+		if again := rerun(t, kd); again.Status.LastRun.Result != kaov1.RunSucceeded {
+			t.Fatalf("the run after %s's network came back failed: %+v", nodes[1].Name, again.Status.LastRun)
+		}
+	})
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+}
+
+// mainPID is the main PID of a systemd service on a test host.
+func mainPID(t testing.TB, dc *hosts.Cluster, host, service string) string {
+	t.Helper()
+	out, err := dc.Run(context.Background(), host, "systemctl show -p MainPID --value "+service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(out)
+	if pid == "" || pid == "0" {
+		t.Fatalf("%s does not run on %s", service, host)
+	}
+	return pid
+}
+
+// waitForProgress waits until a run of the deployment is at least percent done.
+func waitForProgress(t testing.TB, kd *kaov1.KarmadaDeployment, percent int32, timeout time.Duration) kaov1.RunProgress {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		if p := cur.Status.Progress; p != nil && p.Percent >= percent {
+			return *p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run reached %d%% within %s: %+v", percent, timeout, cur.Status)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// waitForProgressOfRunAfter waits until a run other than before shows
+// progress with a task done.
+func waitForProgressOfRunAfter(t testing.TB, kd *kaov1.KarmadaDeployment, before string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		if p := cur.Status.Progress; p != nil && p.RunID != before && p.TasksDone > 5 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new run under way within %s: %+v", timeout, cur.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitForRunOtherThan waits until the deployment's last run is a finished
+// run other than before.
+func waitForRunOtherThan(t testing.TB, kd *kaov1.KarmadaDeployment, before string, timeout time.Duration) *kaov1.KarmadaDeployment {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		if last := cur.Status.LastRun; last != nil && last.ID != before && cur.Status.Progress == nil &&
+			last.Result != kaov1.RunCancelled {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run after %s finished within %s: %+v", before, timeout, cur.Status)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// hasEvent tells whether an Event of the deployment has the reason and
+// mentions text.
+func hasEvent(t testing.TB, kd *kaov1.KarmadaDeployment, reason, text string) bool {
+	t.Helper()
+	for _, e := range deploymentEvents(t, kd) {
+		if e.Reason == reason && strings.Contains(e.Note, text) {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	managerOnce sync.Once
+	managerBin  string
+	managerErr  error
+)
+
+// operatorProcess is cmd/manager running as its own process group.
+type operatorProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startOperatorProcess builds cmd/manager once and runs it for one
+// namespace with the repository's playbooks, roles and bundle; its log goes
+// to the test's temporary directory under name.
+func startOperatorProcess(t *testing.T, ns, stateDir, name string) *operatorProcess {
+	t.Helper()
+	root := testenv.RepoRoot()
+	managerOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kao-manager-")
+		if err != nil {
+			managerErr = err
+			return
+		}
+		managerBin = filepath.Join(dir, "manager")
+		build := exec.Command("go", "build", "-o", managerBin, "./cmd/manager")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			managerErr = err
+			t.Logf("go build ./cmd/manager: %s", out)
+		}
+	})
+	if managerErr != nil {
+		t.Fatalf("building cmd/manager: %v", managerErr)
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(managerBin,
+		"--watch-namespaces="+ns,
+		"--state-dir="+stateDir,
+		"--playbook-dir="+filepath.Join(root, "playbooks"),
+		"--roles-path="+filepath.Join(root, "roles"),
+		"--artifacts-dir="+artifactsDir,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--max-concurrent-reconciles=2",
+		"--run-timeout=10m")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &operatorProcess{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(p.done) }()
+	t.Logf("%s: pid %d, log %s", name, cmd.Process.Pid, logFile.Name())
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+	return p
+}
+
+// kill sends SIGKILL to everything the operator's container would hold:
+// the manager's process group and the runs it started (ansible-playbook
+// runs in a process group of its own, with its SSH connections; their
+// command lines name the state directory). It waits for the manager to be
+// gone.
+func (p *operatorProcess) kill(t *testing.T, stateDir string) {
+	t.Helper()
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = exec.Command("pkill", "-KILL", "-f", stateDir).Run()
+	<-p.done
+	if out, err := exec.Command("pgrep", "-f", stateDir).Output(); err == nil {
+		t.Fatalf("processes of the killed operator survived: %s", out)
+	}
+}
