@@ -1,0 +1,342 @@
+#!/usr/bin/python
+"""Ansible module: join one member cluster to Karmada in Push mode.
+
+One call does what `karmadactl join` does, in kao's words and with kao's
+checks, so that joining many members costs one short process per member
+instead of a dozen kubernetes.core tasks each:
+
+1. read the member's kubeconfig (https server, inline CA, inline client
+   certificate or token) and its cluster ID, the UID of its kube-system
+   namespace;
+2. refuse a Cluster name another cluster holds, a cluster already joined
+   under another name, or a change of sync mode;
+3. in the member: the cluster namespace, the service accounts
+   karmada-<member> (full rights, bound by a ClusterRole) and
+   karmada-impersonator, each with a service-account token Secret; wait
+   until the member's kube-controller-manager filled both tokens;
+4. in karmada-apiserver: the cluster namespace, the Cluster (syncMode Push,
+   apiEndpoint, id, provider/region/zones) and its two Secrets (the member's
+   CA and tokens), owned by the Cluster;
+5. wait, bounded, until Karmada reports the Cluster Ready, and fail with
+   Karmada's reason when it does not.
+
+Every object is server-side applied: a second call changes nothing and
+reports changed=false. Tokens and keys never appear in the result or in a
+message.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: kao_member_push
+short_description: Join a member cluster to Karmada in Push mode
+description:
+  - Creates what karmadactl join creates, in the member and in karmada-apiserver, with server-side apply, then waits
+    for the Cluster to be Ready.
+options:
+  name:
+    description: The Karmada Cluster name of the member.
+    type: str
+    required: true
+  kubeconfig:
+    description: Path of the member's kubeconfig on the controller.
+    type: path
+    required: true
+  context:
+    description: Context of the kubeconfig to use; its current context when unset.
+    type: str
+  karmada_server:
+    description: karmada-apiserver's URL, https://host:port.
+    type: str
+    required: true
+  karmada_ca:
+    description: Path of Karmada's CA certificate.
+    type: path
+    required: true
+  karmada_cert:
+    description: Path of kao's administrator client certificate.
+    type: path
+    required: true
+  karmada_key:
+    description: Path of its key.
+    type: path
+    required: true
+  cluster_namespace:
+    description: Namespace of the members' credentials, in karmada-apiserver and in the member.
+    type: str
+    default: karmada-cluster
+  service_account:
+    description: Service account Karmada's controllers act as in the member.
+    type: str
+    required: true
+  impersonator_service_account:
+    description: Service account karmada-aggregated-apiserver impersonates users with.
+    type: str
+    default: karmada-impersonator
+  cluster_role:
+    description: Name of the ClusterRole and ClusterRoleBinding granting service_account its rights.
+    type: str
+    required: true
+  secret:
+    description: Name of the Secret in karmada-apiserver with the member's CA and token.
+    type: str
+    required: true
+  impersonator_secret:
+    description: Name of the Secret in karmada-apiserver with the impersonator's token.
+    type: str
+    required: true
+  labels:
+    description: Labels of every object the module applies.
+    type: dict
+    default: {}
+  provider:
+    description: The Cluster's spec.provider.
+    type: str
+    default: ""
+  region:
+    description: The Cluster's spec.region.
+    type: str
+    default: ""
+  zones:
+    description: The Cluster's spec.zones.
+    type: list
+    elements: str
+    default: []
+  field_manager:
+    description: Server-side apply field manager.
+    type: str
+    default: kao-members
+  token_timeout:
+    description: Seconds to wait for the member to fill the service-account tokens.
+    type: int
+    default: 60
+  ready_timeout:
+    description: Seconds to wait for the Cluster to be Ready; 0 does not wait.
+    type: int
+    default: 120
+author: kao
+"""
+
+RETURN = r"""
+cluster_id:
+  description: The member's cluster ID (the UID of its kube-system namespace).
+  type: str
+  returned: success
+server:
+  description: The member's API server URL, as the Cluster's apiEndpoint.
+  type: str
+  returned: success
+applied:
+  description: Kind/name of every object this call created or changed.
+  type: list
+  returned: success
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kao_kube import KubeError, condition, from_files, from_kubeconfig
+
+# How often the waits look again, in seconds.
+POLL = 0.25
+
+
+def member_objects(p):
+    ns, labels = p["cluster_namespace"], p["labels"]
+
+    def meta(name, namespaced=True, **extra):
+        m = {"name": name, "labels": labels}
+        if namespaced:
+            m["namespace"] = ns
+        m.update(extra)
+        return m
+
+    out = []
+    for sa in (p["impersonator_service_account"], p["service_account"]):
+        out.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(sa)})
+        out.append({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+                    "metadata": meta(sa, annotations={"kubernetes.io/service-account.name": sa})})
+    out.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": meta(p["cluster_role"], namespaced=False),
+                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                          {"nonResourceURLs": ["*"], "verbs": ["get"]}]})
+    out.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": meta(p["cluster_role"], namespaced=False),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": p["cluster_role"]},
+                "subjects": [{"kind": "ServiceAccount", "name": p["service_account"], "namespace": ns}]})
+    return out
+
+
+def namespace_object(p):
+    # kube-apiserver sets the name label itself; applying it too keeps the
+    # field ours, so that the next apply changes nothing.
+    labels = dict(p["labels"])
+    labels["kubernetes.io/metadata.name"] = p["cluster_namespace"]
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": p["cluster_namespace"], "labels": labels}}
+
+
+def cluster_object(p, cluster_id, server):
+    spec = {
+        "id": cluster_id,
+        "syncMode": "Push",
+        "apiEndpoint": server,
+        "secretRef": {"namespace": p["cluster_namespace"], "name": p["secret"]},
+        "impersonatorSecretRef": {"namespace": p["cluster_namespace"], "name": p["impersonator_secret"]},
+    }
+    for key in ("provider", "region"):
+        if p[key]:
+            spec[key] = p[key]
+    if p["zones"]:
+        spec["zones"] = p["zones"]
+    return {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": p["name"], "labels": {"app.kubernetes.io/managed-by": "kao"}}, "spec": spec}
+
+
+def credential_secrets(p, cluster_uid, ca_b64, token_b64, impersonator_b64):
+    owner = [{"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "name": p["name"], "uid": cluster_uid,
+              "controller": True, "blockOwnerDeletion": True}]
+    out = []
+    for name, data in ((p["secret"], {"caBundle": ca_b64, "token": token_b64}),
+                       (p["impersonator_secret"], {"token": impersonator_b64})):
+        out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": name, "namespace": p["cluster_namespace"], "labels": p["labels"],
+                                 "ownerReferences": owner},
+                    "data": data})
+    return out
+
+
+def check_cluster_name(p, clusters, cluster_id):
+    """Refuse to join over someone else's Cluster; '' when the name is free for us.
+
+    The Cluster of this name is looked at first: another cluster holding the
+    name is the more useful thing to say.
+    """
+    for c in clusters:
+        if c["metadata"]["name"] != p["name"]:
+            continue
+        spec = c.get("spec") or {}
+        if spec.get("id") not in (None, "", cluster_id):
+            return ("another cluster holds the name %s in Karmada: its Cluster has ID %s, this member is %s"
+                    % (p["name"], spec.get("id"), cluster_id))
+        if spec.get("syncMode", "Push") != "Push":
+            return "it is joined in %s mode, not Push: unjoin it first, then join it in the new mode" % spec.get("syncMode")
+    others = sorted(c["metadata"]["name"] for c in clusters
+                    if c["metadata"]["name"] != p["name"] and (c.get("spec") or {}).get("id") == cluster_id)
+    if others:
+        return "this cluster (ID %s) is already joined to Karmada as %s" % (cluster_id, ", ".join(others))
+    return ""
+
+
+def wait_tokens(member, p):
+    deadline = time.time() + p["token_timeout"]
+    names = (p["service_account"], p["impersonator_service_account"])
+    while True:
+        tokens = {}
+        for n in names:
+            s = member.get("Secret", n, p["cluster_namespace"])
+            tok = ((s or {}).get("data") or {}).get("token")
+            if tok:
+                tokens[n] = tok
+        if len(tokens) == len(names):
+            return tokens
+        if time.time() > deadline:
+            return None
+        time.sleep(POLL)
+
+
+def wait_ready(karmada, p):
+    deadline = time.time() + p["ready_timeout"]
+    while True:
+        c = condition(karmada.get("Cluster", p["name"]), "Ready")
+        if c.get("status") == "True":
+            return None
+        if time.time() > deadline:
+            return c
+        time.sleep(POLL)
+
+
+def run(module):
+    p = module.params
+    name = "member %s" % p["name"]
+    applied = []
+
+    def apply(client, obj):
+        after, changed = client.apply(obj, p["field_manager"])
+        if changed:
+            applied.append("%s/%s" % (obj["kind"], obj["metadata"]["name"]))
+        return after
+
+    member = from_kubeconfig(p["kubeconfig"], p["context"] or None, name=name)
+    karmada = from_files(p["karmada_server"], p["karmada_ca"], p["karmada_cert"], p["karmada_key"])
+    with member, karmada:
+        kube_system = member.get("Namespace", "kube-system")
+        if kube_system is None:
+            module.fail_json(msg="%s: its API server has no kube-system namespace" % name)
+        cluster_id = kube_system["metadata"]["uid"]
+        problem = check_cluster_name(p, karmada.list("Cluster"), cluster_id)
+        if problem:
+            module.fail_json(msg="%s: %s" % (name, problem))
+
+        apply(member, namespace_object(p))
+        for obj in member_objects(p):
+            apply(member, obj)
+        tokens = wait_tokens(member, p)
+        if tokens is None:
+            module.fail_json(msg="%s: its service-account tokens (%s/%s and %s) were not filled within %d s; the member's "
+                                 "kube-controller-manager must run its serviceaccount-token controller"
+                                 % (name, p["cluster_namespace"], p["service_account"], p["impersonator_service_account"],
+                                    p["token_timeout"]), applied=applied)
+
+        server = member.server
+        apply(karmada, namespace_object(p))
+        cluster = apply(karmada, cluster_object(p, cluster_id, server))
+        for s in credential_secrets(p, cluster["metadata"]["uid"], member.ca_data, tokens[p["service_account"]],
+                                    tokens[p["impersonator_service_account"]]):
+            apply(karmada, s)
+
+        if p["ready_timeout"] > 0:
+            unready = wait_ready(karmada, p)
+            if unready is not None:
+                module.fail_json(msg="%s: its Cluster is not Ready after %d s: %s: %s" %
+                                 (name, p["ready_timeout"], unready.get("reason") or "no reason",
+                                  unready.get("message") or "Karmada has not reported on it yet"),
+                                 applied=applied, cluster_id=cluster_id)
+    return dict(changed=bool(applied), applied=applied, cluster_id=cluster_id, server=server)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            kubeconfig=dict(type="path", required=True),
+            context=dict(type="str", default=""),
+            karmada_server=dict(type="str", required=True),
+            karmada_ca=dict(type="path", required=True),
+            karmada_cert=dict(type="path", required=True),
+            karmada_key=dict(type="path", required=True, no_log=False),
+            cluster_namespace=dict(type="str", default="karmada-cluster"),
+            service_account=dict(type="str", required=True),
+            impersonator_service_account=dict(type="str", default="karmada-impersonator"),
+            cluster_role=dict(type="str", required=True),
+            secret=dict(type="str", required=True, no_log=False),
+            impersonator_secret=dict(type="str", required=True, no_log=False),
+            labels=dict(type="dict", default={}),
+            provider=dict(type="str", default=""),
+            region=dict(type="str", default=""),
+            zones=dict(type="list", elements="str", default=[]),
+            field_manager=dict(type="str", default="kao-members"),
+            token_timeout=dict(type="int", default=60),
+            ready_timeout=dict(type="int", default=120),
+        ),
+        supports_check_mode=False,
+    )
+    try:
+        module.exit_json(**run(module))
+    except KubeError as e:
+        module.fail_json(msg=str(e))
+
+
+if __name__ == "__main__":
+    main()
