@@ -189,8 +189,9 @@ func (r *KarmadaDeploymentReconciler) reconcileNormal(ctx context.Context, s *sc
 		setCertificatesCondition(kd, now)
 		return ctrl.Result{RequeueAfter: r.observe(ctx, kd)}, nil
 	}
-	ctrl.LoggerFrom(ctx).Info("Starting a run", "playbook", installPlaybook, "reason", decision.reason)
-	return r.startRun(ctx, s, installPlaybook)
+	playbook := choosePlaybook(kd, now)
+	ctrl.LoggerFrom(ctx).Info("Starting a run", "playbook", playbook, "reason", decision.reason)
+	return r.startRun(ctx, s, playbook)
 }
 
 // staleCacheRequeueAfter is how soon to look again when the cache has not yet
@@ -237,7 +238,9 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	dir := filepath.Join(runsDir(r.StateDir, kd.UID), runID)
 
 	in, err := r.gatherInputs(ctx, kd)
-	if err == nil && playbook == installPlaybook {
+	if err == nil && (playbook == installPlaybook || playbook == membersPlaybook) {
+		// A members run needs the certificates of new Pull members' agents;
+		// choosePlaybook runs install.yml whenever another one is due.
 		in.pki, err = r.ensurePKI(ctx, kd, now)
 	} else if err == nil && kd.Status.Certificates != nil {
 		in.pki, err = r.readPKI(ctx, kd) // uninstall needs no new certificates
@@ -305,6 +308,7 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 			if playbook == installPlaybook {
 				cur.Status.Version = kd.Spec.Version
 			}
+			recordApplied(&cur.Status, &kd.Spec, playbook)
 			if cur.Generation == kd.Generation {
 				cur.Status.ObservedGeneration = kd.Generation
 			}

@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 // Entry playbooks, relative to the playbook directory.
 const (
 	installPlaybook   = "install.yml"
+	membersPlaybook   = "members.yml"
 	uninstallPlaybook = "uninstall.yml"
 )
 
@@ -52,6 +56,71 @@ func decideRun(kd *kaov1.KarmadaDeployment, now time.Time) runDecision {
 		return runDecision{run: true, reason: fmt.Sprintf("spec changed (generation %d, last run applied %d)", kd.Generation, last.Generation)}
 	}
 	return runDecision{run: true, reason: "the last run did not finish"}
+}
+
+// choosePlaybook picks the playbook of a run decideRun asked for. When the
+// only change since the last successful runs is in spec.members, it is
+// members.yml: joining a member must not wait for the whole control plane to
+// converge again (tens of seconds even when nothing changes). Everything
+// else, including a new generation that changes nothing (the way to ask for
+// a re-run), and any certificate due for renewal, runs install.yml, which
+// ends with the members too.
+func choosePlaybook(kd *kaov1.KarmadaDeployment, now time.Time) string {
+	applied := kd.Status.Applied
+	if applied == nil || applied.ControlPlane == "" || applied.ControlPlane != controlPlaneDigest(&kd.Spec) ||
+		applied.Members == membersDigest(&kd.Spec) || certificatesDue(kd, now) {
+		return installPlaybook
+	}
+	return membersPlaybook
+}
+
+// recordApplied notes in status what a successful run of playbook applied
+// from spec.
+func recordApplied(status *kaov1.KarmadaDeploymentStatus, spec *kaov1.KarmadaDeploymentSpec, playbook string) {
+	switch playbook {
+	case installPlaybook:
+		status.Applied = &kaov1.AppliedSpec{ControlPlane: controlPlaneDigest(spec), Members: membersDigest(spec)}
+	case membersPlaybook:
+		if status.Applied != nil {
+			status.Applied.Members = membersDigest(spec)
+		}
+	}
+}
+
+// controlPlaneDigest is the SHA-256 of the spec without its members.
+func controlPlaneDigest(spec *kaov1.KarmadaDeploymentSpec) string {
+	s := spec.DeepCopy()
+	s.Members = nil
+	return digestOf(s)
+}
+
+// membersDigest is the SHA-256 of spec.members.
+func membersDigest(spec *kaov1.KarmadaDeploymentSpec) string { return digestOf(spec.Members) }
+
+func digestOf(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// The API types always encode; a failure means "unknown", which
+		// matches no recorded digest and so runs the full install.
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// certificatesDue tells whether a certificate in status is inside its
+// renewal window: the next run must be an install, which renews and deploys it.
+func certificatesDue(kd *kaov1.KarmadaDeployment, now time.Time) bool {
+	renewBefore := defaultRenewBefore
+	if rb := kd.Spec.Certificates.RenewBefore; rb != nil {
+		renewBefore = rb.Duration
+	}
+	for _, c := range kd.Status.Certificates {
+		if now.Add(renewBefore).After(c.NotAfter.Time) {
+			return true
+		}
+	}
+	return false
 }
 
 // backoffDelay is the wait after the given number of consecutive failures:

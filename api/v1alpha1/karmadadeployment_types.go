@@ -795,6 +795,27 @@ type KarmadaDeploymentStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Certificates []CertificateStatus `json:"certificates,omitempty"`
+
+	// applied records, as digests, the spec that the last successful runs
+	// applied, so that a change of spec.members alone runs only the members
+	// playbook instead of converging the whole control plane again.
+	// +optional
+	Applied *AppliedSpec `json:"applied,omitempty"`
+}
+
+// AppliedSpec holds digests of what successful runs applied.
+type AppliedSpec struct {
+	// controlPlane is the SHA-256 of the spec without spec.members, as the
+	// last successful install applied it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ControlPlane string `json:"controlPlane,omitempty"`
+
+	// members is the SHA-256 of spec.members, as the last successful install
+	// or members run applied it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Members string `json:"members,omitempty"`
 }
 
 // RunProgress is a playbook run in progress.

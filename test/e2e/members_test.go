@@ -190,6 +190,10 @@ spec:
 	if left.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the run unjoining push-a failed: %+v", left.Status.LastRun)
 	}
+	// Only spec.members changed: the members playbook ran, not the install.
+	if pb := left.Status.LastRun.Playbook; pb != "members.yml" {
+		t.Errorf("a change of spec.members alone ran %s, want members.yml", pb)
+	}
 	waitForMembers(t, kd, 2*time.Minute, "push-a gone from status, the others Ready", func(m map[string]kaov1.MemberStatus) bool {
 		_, still := m["push-a"]
 		return !still && m["push-b"].Ready && m["push-c"].Ready && m["pull-d"].Ready

@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/test/hosts"
+	"github.com/kao-io/kao/test/members"
+)
+
+// Issue 6's goal: the operator joins 20 Push members at least 5 times faster
+// than 20 karmadactl join commands one after another.
+const (
+	benchMembers    = 20
+	memberJoinGoal  = 5.0
+	memberBenchWait = 10 * time.Minute
+)
+
+// BenchmarkMemberJoin joins 20 real member clusters (kube-apiserver,
+// kube-controller-manager and etcd each) to a one-host Karmada control plane
+// twice in the same run:
+//
+//   - the baseline: `karmadactl join` for each member, one after the other,
+//     as a hand-run script does, timed from the first command until Karmada
+//     reports all 20 Clusters Ready; then `karmadactl unjoin` for each;
+//   - kao: one spec change adding the 20 members, timed from the update
+//     until Karmada reports all 20 Clusters Ready (and, reported beside it,
+//     until status.readyMembers says 20/20).
+//
+// It prints both times and the speed-up against the goal. Run it with
+//
+//	go test ./test/e2e/ -run '^$' -bench MemberJoin -benchtime 1x -timeout 60m
+func BenchmarkMemberJoin(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		ctx := context.Background()
+		dc := hosts.Start(b, 1)
+		ns := newNamespace(b)
+		startOperator(b, ns)
+		createSSHSecret(b, ns, "bench-ssh", dc)
+		kd := binaryDeployment(ns, "bench", "bench-ssh", dc.Hosts())
+		kd.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
+		if err := k8s.Create(ctx, kd); err != nil {
+			b.Fatal(err)
+		}
+		installed := waitForCondition(b, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 10*time.Minute)
+		karmadaKubeconfig := writeKarmadaKubeconfig(b, installed)
+		clusters := karmadaClusters(b, karmadaKubeconfig)
+
+		memberClusters := members.Start(b, benchMembers, members.Options{Address: dc.Gateway()})
+		dir := b.TempDir()
+		names := make([]string, len(memberClusters))
+		data := map[string][]byte{}
+		for j, m := range memberClusters {
+			names[j] = fmt.Sprintf("m%02d", j+1)
+			data[names[j]] = m.Kubeconfig
+			if err := os.WriteFile(filepath.Join(dir, names[j]+".kubeconfig"), m.Kubeconfig, 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
+		karmadactl := filepath.Join(artifactsDir, "karmada", "v1.18.1", "bin", "karmadactl")
+		run := func(args ...string) {
+			b.Helper()
+			out, err := exec.Command(karmadactl, args...).CombinedOutput()
+			if err != nil {
+				b.Fatalf("karmadactl %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+		memberArgs := func(j int) []string {
+			return []string{"--kubeconfig", karmadaKubeconfig, "--cluster-kubeconfig", filepath.Join(dir, names[j]+".kubeconfig"),
+				"--cluster-context", memberClusters[j].Name}
+		}
+
+		b.StartTimer()
+		start := time.Now()
+		for j := range names {
+			run(append([]string{"join", names[j]}, memberArgs(j)...)...)
+		}
+		commandsDone := time.Since(start)
+		waitForReadyClusters(b, clusters, names, memberBenchWait)
+		baseline := time.Since(start)
+		b.StopTimer()
+
+		for j := range names {
+			run(append([]string{"unjoin", names[j]}, memberArgs(j)...)...)
+		}
+		waitForNoClusters(b, clusters, memberBenchWait)
+
+		createSecret(b, ns, "member-kubeconfigs", data)
+		b.StartTimer()
+		start = time.Now()
+		updateSpec(b, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+			for _, n := range names {
+				s.Members = append(s.Members, kaov1.MemberSpec{Name: n, SyncMode: kaov1.PushSyncMode,
+					KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "member-kubeconfigs", Key: n}})
+			}
+		})
+		waitForReadyClusters(b, clusters, names, memberBenchWait)
+		operator := time.Since(start)
+		b.StopTimer()
+		waitForMembers(b, kd, memberBenchWait, "status.readyMembers 20/20", func(m map[string]kaov1.MemberStatus) bool {
+			return get(b, kd).Status.ReadyMembers == fmt.Sprintf("%d/%d", benchMembers, benchMembers)
+		})
+		inStatus := time.Since(start)
+		done := waitForRun(b, kd, memberBenchWait)
+		if last := done.Status.LastRun; last.Result != kaov1.RunSucceeded {
+			b.Fatalf("the run joining the members failed: %+v", last)
+		}
+
+		speedup := baseline.Seconds() / operator.Seconds()
+		b.ReportMetric(baseline.Seconds(), "karmadactl-s")
+		b.ReportMetric(operator.Seconds(), "kao-s")
+		b.ReportMetric(speedup, "speedup")
+		fmt.Printf("\n%d Push members joined, until Karmada reports every Cluster Ready\n", benchMembers)
+		fmt.Printf("  karmadactl join, one after another  %8s (commands alone %s)\n", baseline.Round(100*time.Millisecond), commandsDone.Round(100*time.Millisecond))
+		fmt.Printf("  kao, one spec change                %8s (%s in status.readyMembers; playbook %s, run %s)\n",
+			operator.Round(100*time.Millisecond), inStatus.Round(100*time.Millisecond), done.Status.LastRun.Playbook,
+			runDuration(b, done).Round(100*time.Millisecond))
+		fmt.Printf("  speed-up %.2fx, goal %.0fx: %s\n", speedup, memberJoinGoal, map[bool]string{true: "met", false: "MISSED"}[speedup >= memberJoinGoal])
+	}
+}
+
+// writeKarmadaKubeconfig writes the deployment's exported admin kubeconfig
+// to a file.
+func writeKarmadaKubeconfig(t testing.TB, kd *kaov1.KarmadaDeployment) string {
+	t.Helper()
+	ref := kd.Status.KubeconfigSecretRef
+	if ref == nil {
+		t.Fatal("no exported kubeconfig in status")
+		return ""
+	}
+	secret := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: kd.Namespace, Name: ref.Name}, secret); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "karmada.kubeconfig")
+	if err := os.WriteFile(file, secret.Data[ref.Key], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// karmadaClusters is a client of Karmada's Cluster API.
+func karmadaClusters(t testing.TB, kubeconfig string) dynamic.NamespaceableResourceInterface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn.Resource(schema.GroupVersionResource{Group: "cluster.karmada.io", Version: "v1alpha1", Resource: "clusters"})
+}
+
+// waitForReadyClusters waits until every named Cluster has Ready=True.
+func waitForReadyClusters(t testing.TB, clusters dynamic.NamespaceableResourceInterface, names []string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := clusters.List(context.Background(), metav1.ListOptions{})
+		ready := map[string]bool{}
+		if err == nil {
+			for _, c := range list.Items {
+				ready[c.GetName()] = clusterReady(c)
+			}
+		}
+		missing := []string{}
+		for _, n := range names {
+			if !ready[n] {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Clusters not Ready after %s: %v (%v)", timeout, missing, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitForNoClusters waits until Karmada has no Cluster left.
+func waitForNoClusters(t testing.TB, clusters dynamic.NamespaceableResourceInterface, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := clusters.List(context.Background(), metav1.ListOptions{})
+		if err == nil && len(list.Items) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Clusters still there after %s (%v)", timeout, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func clusterReady(c unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(c.Object, "status", "conditions")
+	for _, x := range conds {
+		m, _ := x.(map[string]any)
+		if m["type"] == "Ready" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
