@@ -353,19 +353,7 @@ func karmadaKubectl(t testing.TB, kd *kaov1.KarmadaDeployment) func(...string) s
 // karmadaKubectlErr runs kubectl with the exported admin kubeconfig.
 func karmadaKubectlErr(t testing.TB, kd *kaov1.KarmadaDeployment, args ...string) (string, error) {
 	t.Helper()
-	ref := kd.Status.KubeconfigSecretRef
-	if ref == nil {
-		t.Fatal("no exported kubeconfig in status")
-		return "", nil
-	}
-	secret := &corev1.Secret{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: kd.Namespace, Name: ref.Name}, secret); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "karmada.kubeconfig")
-	if err := os.WriteFile(file, secret.Data[ref.Key], 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeKarmadaKubeconfig(t, kd)
 	cmd := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), append([]string{"--kubeconfig", file, "--request-timeout=60s"}, args...)...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
