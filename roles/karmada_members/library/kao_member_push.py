@@ -1,9 +1,8 @@
 #!/usr/bin/python
-"""Ansible module: join one member cluster to Karmada in Push mode.
+"""Ansible module: join member clusters to Karmada in Push mode, all at once.
 
-One call does what `karmadactl join` does, in kao's words and with kao's
-checks, so that joining many members costs one short process per member
-instead of a dozen kubernetes.core tasks each:
+For each member, what `karmadactl join` does, in kao's words and with kao's
+checks:
 
 1. read the member's kubeconfig (https server, inline CA, inline client
    certificate or token) and its cluster ID, the UID of its kube-system
@@ -17,12 +16,19 @@ instead of a dozen kubernetes.core tasks each:
 4. in karmada-apiserver: the cluster namespace, the Cluster (syncMode Push,
    apiEndpoint, id, provider/region/zones) and its two Secrets (the member's
    CA and tokens), owned by the Cluster;
-5. wait, bounded, until Karmada reports the Cluster Ready, and fail with
+5. wait, bounded, until Karmada reports the Cluster Ready, and report
    Karmada's reason when it does not.
 
-Every object is server-side applied: a second call changes nothing and
-reports changed=false. Tokens and keys never appear in the result or in a
-message.
+Members are joined concurrently, one thread each, in this one process: a
+task per member and step cost half a second of CPU each (the Python
+Kubernetes client's import alone), and a module process per member still
+about as much; twenty members now cost one process. The module itself never
+fails for a member: it reports every member's outcome under `members`, and
+the role fails each member's own host with its message (tasks/join_push.yml),
+so one member's failure stops only that member.
+
+Every object is server-side applied: a second call changes nothing. Tokens
+and keys never appear in the result or in a message.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,22 +37,58 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: kao_member_push
-short_description: Join a member cluster to Karmada in Push mode
+short_description: Join member clusters to Karmada in Push mode, concurrently
 description:
-  - Creates what karmadactl join creates, in the member and in karmada-apiserver, with server-side apply, then waits
-    for the Cluster to be Ready.
+  - Creates what karmadactl join creates, in each member and in karmada-apiserver, with server-side apply, then waits
+    for each Cluster to be Ready. Reports each member's outcome instead of failing.
 options:
-  name:
-    description: The Karmada Cluster name of the member.
-    type: str
+  members:
+    description: The members to join.
+    type: list
+    elements: dict
     required: true
-  kubeconfig:
-    description: Path of the member's kubeconfig on the controller.
-    type: path
-    required: true
-  context:
-    description: Context of the kubeconfig to use; its current context when unset.
-    type: str
+    suboptions:
+      name:
+        description: The Karmada Cluster name of the member.
+        type: str
+        required: true
+      kubeconfig:
+        description: Path of the member's kubeconfig on the controller.
+        type: path
+        required: true
+      context:
+        description: Context of the kubeconfig to use; its current context when empty.
+        type: str
+        default: ""
+      service_account:
+        description: Service account Karmada's controllers act as in the member.
+        type: str
+        required: true
+      cluster_role:
+        description: Name of the ClusterRole and ClusterRoleBinding granting service_account its rights.
+        type: str
+        required: true
+      secret:
+        description: Name of the Secret in karmada-apiserver with the member's CA and token.
+        type: str
+        required: true
+      impersonator_secret:
+        description: Name of the Secret in karmada-apiserver with the impersonator's token.
+        type: str
+        required: true
+      provider:
+        description: The Cluster's spec.provider.
+        type: str
+        default: ""
+      region:
+        description: The Cluster's spec.region.
+        type: str
+        default: ""
+      zones:
+        description: The Cluster's spec.zones.
+        type: list
+        elements: str
+        default: []
   karmada_server:
     description: karmada-apiserver's URL, https://host:port.
     type: str
@@ -64,83 +106,57 @@ options:
     type: path
     required: true
   cluster_namespace:
-    description: Namespace of the members' credentials, in karmada-apiserver and in the member.
+    description: Namespace of the members' credentials, in karmada-apiserver and in the members.
     type: str
     default: karmada-cluster
-  service_account:
-    description: Service account Karmada's controllers act as in the member.
-    type: str
-    required: true
   impersonator_service_account:
-    description: Service account karmada-aggregated-apiserver impersonates users with.
+    description: Service account karmada-aggregated-apiserver impersonates users with, in every member.
     type: str
     default: karmada-impersonator
-  cluster_role:
-    description: Name of the ClusterRole and ClusterRoleBinding granting service_account its rights.
-    type: str
-    required: true
-  secret:
-    description: Name of the Secret in karmada-apiserver with the member's CA and token.
-    type: str
-    required: true
-  impersonator_secret:
-    description: Name of the Secret in karmada-apiserver with the impersonator's token.
-    type: str
-    required: true
   labels:
     description: Labels of every object the module applies.
     type: dict
     default: {}
-  provider:
-    description: The Cluster's spec.provider.
-    type: str
-    default: ""
-  region:
-    description: The Cluster's spec.region.
-    type: str
-    default: ""
-  zones:
-    description: The Cluster's spec.zones.
-    type: list
-    elements: str
-    default: []
   field_manager:
     description: Server-side apply field manager.
     type: str
     default: kao-members
   token_timeout:
-    description: Seconds to wait for the member to fill the service-account tokens.
+    description: Seconds to wait for a member to fill the service-account tokens.
     type: int
     default: 60
   ready_timeout:
-    description: Seconds to wait for the Cluster to be Ready; 0 does not wait.
+    description: Seconds to wait for a Cluster to be Ready; 0 does not wait.
     type: int
     default: 120
 author: kao
 """
 
 RETURN = r"""
-cluster_id:
-  description: The member's cluster ID (the UID of its kube-system namespace).
-  type: str
-  returned: success
-server:
-  description: The member's API server URL, as the Cluster's apiEndpoint.
-  type: str
-  returned: success
-applied:
-  description: Kind/name of every object this call created or changed.
-  type: list
-  returned: success
+members:
+  description: >-
+    For each member name: failed (bool), msg (why, when failed), applied (kind/name of every object created or
+    changed), cluster_id and server (the member's API server URL, the Cluster's apiEndpoint).
+  type: dict
+  returned: always
 """
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kao_kube import KubeError, condition, from_files, from_kubeconfig
 
 # How often the waits look again, in seconds.
 POLL = 0.25
+
+# Most members joined at once; each thread holds two connections.
+MAX_THREADS = 32
+
+
+class JoinFailed(Exception):
+    """A member cannot join; str() is its message, without credentials."""
 
 
 def member_objects(p):
@@ -257,10 +273,12 @@ def wait_ready(karmada, p):
         time.sleep(POLL)
 
 
-def run(module):
-    p = module.params
+def join_one(p, karmada_lock, open_karmada):
+    """Join one member (p: the module's shared settings merged with the
+    member's); return its outcome for the `members` result."""
     name = "member %s" % p["name"]
     applied = []
+    out = {"failed": False, "msg": "", "applied": applied, "cluster_id": "", "server": ""}
 
     def apply(client, obj):
         after, changed = client.apply(obj, p["field_manager"])
@@ -268,74 +286,110 @@ def run(module):
             applied.append("%s/%s" % (obj["kind"], obj["metadata"]["name"]))
         return after
 
-    member = from_kubeconfig(p["kubeconfig"], p["context"] or None, name=name)
-    karmada = from_files(p["karmada_server"], p["karmada_ca"], p["karmada_cert"], p["karmada_key"])
-    with member, karmada:
-        kube_system = member.get("Namespace", "kube-system")
-        if kube_system is None:
-            module.fail_json(msg="%s: its API server has no kube-system namespace" % name)
-        cluster_id = kube_system["metadata"]["uid"]
-        problem = check_cluster_name(p, karmada.list("Cluster"), cluster_id)
-        if problem:
-            module.fail_json(msg="%s: %s" % (name, problem))
+    try:
+        member = from_kubeconfig(p["kubeconfig"], p["context"] or None, name=name)
+        karmada = open_karmada()
+        with member, karmada:
+            kube_system = member.get("Namespace", "kube-system")
+            if kube_system is None:
+                raise JoinFailed("%s: its API server has no kube-system namespace" % name)
+            cluster_id = out["cluster_id"] = kube_system["metadata"]["uid"]
+            out["server"] = member.server
 
-        apply(member, namespace_object(p))
-        for obj in member_objects(p):
-            apply(member, obj)
-        tokens = wait_tokens(member, p)
-        if tokens is None:
-            module.fail_json(msg="%s: its service-account tokens (%s/%s and %s) were not filled within %d s; the member's "
+            def refuse():
+                return check_cluster_name(p, karmada.list("Cluster"), cluster_id)
+
+            problem = refuse()
+            if problem:
+                raise JoinFailed("%s: %s" % (name, problem))
+
+            apply(member, namespace_object(p))
+            for obj in member_objects(p):
+                apply(member, obj)
+            tokens = wait_tokens(member, p)
+            if tokens is None:
+                raise JoinFailed("%s: its service-account tokens (%s/%s and %s) were not filled within %d s; the member's "
                                  "kube-controller-manager must run its serviceaccount-token controller"
                                  % (name, p["cluster_namespace"], p["service_account"], p["impersonator_service_account"],
-                                    p["token_timeout"]), applied=applied)
+                                    p["token_timeout"]))
 
-        server = member.server
-        apply(karmada, namespace_object(p))
-        cluster = apply(karmada, cluster_object(p, cluster_id, server))
-        for s in credential_secrets(p, cluster["metadata"]["uid"], member.ca_data, tokens[p["service_account"]],
-                                    tokens[p["impersonator_service_account"]]):
-            apply(karmada, s)
+            # The checks again, and the Cluster, under one lock: two members
+            # given the same cluster must not both pass.
+            with karmada_lock:
+                problem = refuse()
+                if problem:
+                    raise JoinFailed("%s: %s" % (name, problem))
+                apply(karmada, namespace_object(p))
+                # The Cluster comes before its Secrets so that they can name it
+                # as their owner; karmada-controller-manager retries until they exist.
+                cluster = apply(karmada, cluster_object(p, cluster_id, member.server))
+            for sec in credential_secrets(p, cluster["metadata"]["uid"], member.ca_data, tokens[p["service_account"]],
+                                          tokens[p["impersonator_service_account"]]):
+                apply(karmada, sec)
+            if p["ready_timeout"] > 0:
+                unready = wait_ready(karmada, p)
+                if unready is not None:
+                    raise JoinFailed("%s: its Cluster is not Ready after %d s: %s: %s" %
+                                     (name, p["ready_timeout"], unready.get("reason") or "no reason",
+                                      unready.get("message") or "Karmada has not reported on it yet"))
+    except (KubeError, JoinFailed) as e:
+        out["failed"], out["msg"] = True, str(e)
+    except Exception as e:  # a bug must fail this member, not hide the others' outcomes
+        out["failed"], out["msg"] = True, "%s: the join failed unexpectedly: %s" % (name, e.__class__.__name__)
+    return out
 
-        if p["ready_timeout"] > 0:
-            unready = wait_ready(karmada, p)
-            if unready is not None:
-                module.fail_json(msg="%s: its Cluster is not Ready after %d s: %s: %s" %
-                                 (name, p["ready_timeout"], unready.get("reason") or "no reason",
-                                  unready.get("message") or "Karmada has not reported on it yet"),
-                                 applied=applied, cluster_id=cluster_id)
-    return dict(changed=bool(applied), applied=applied, cluster_id=cluster_id, server=server)
+
+def run(module):
+    shared = dict((k, v) for k, v in module.params.items() if k != "members")
+    lock = threading.Lock()
+
+    def open_karmada():
+        return from_files(shared["karmada_server"], shared["karmada_ca"], shared["karmada_cert"], shared["karmada_key"])
+
+    members = module.params["members"]
+    results = {}
+    if members:
+        with ThreadPoolExecutor(max_workers=min(len(members), MAX_THREADS)) as pool:
+            futures = {}
+            for m in members:
+                p = dict(shared)
+                p.update(m)
+                futures[m["name"]] = pool.submit(join_one, p, lock, open_karmada)
+            for n, f in futures.items():
+                results[n] = f.result()
+    return dict(changed=any(r["applied"] for r in results.values()), members=results)
 
 
 def main():
+    member_spec = dict(
+        name=dict(type="str", required=True),
+        kubeconfig=dict(type="path", required=True),
+        context=dict(type="str", default=""),
+        service_account=dict(type="str", required=True),
+        cluster_role=dict(type="str", required=True),
+        secret=dict(type="str", required=True, no_log=False),
+        impersonator_secret=dict(type="str", required=True, no_log=False),
+        provider=dict(type="str", default=""),
+        region=dict(type="str", default=""),
+        zones=dict(type="list", elements="str", default=[]),
+    )
     module = AnsibleModule(
         argument_spec=dict(
-            name=dict(type="str", required=True),
-            kubeconfig=dict(type="path", required=True),
-            context=dict(type="str", default=""),
+            members=dict(type="list", elements="dict", required=True, options=member_spec),
             karmada_server=dict(type="str", required=True),
             karmada_ca=dict(type="path", required=True),
             karmada_cert=dict(type="path", required=True),
             karmada_key=dict(type="path", required=True, no_log=False),
             cluster_namespace=dict(type="str", default="karmada-cluster"),
-            service_account=dict(type="str", required=True),
             impersonator_service_account=dict(type="str", default="karmada-impersonator"),
-            cluster_role=dict(type="str", required=True),
-            secret=dict(type="str", required=True, no_log=False),
-            impersonator_secret=dict(type="str", required=True, no_log=False),
             labels=dict(type="dict", default={}),
-            provider=dict(type="str", default=""),
-            region=dict(type="str", default=""),
-            zones=dict(type="list", elements="str", default=[]),
             field_manager=dict(type="str", default="kao-members"),
             token_timeout=dict(type="int", default=60),
             ready_timeout=dict(type="int", default=120),
         ),
         supports_check_mode=False,
     )
-    try:
-        module.exit_json(**run(module))
-    except KubeError as e:
-        module.fail_json(msg=str(e))
+    module.exit_json(**run(module))
 
 
 if __name__ == "__main__":
