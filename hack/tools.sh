@@ -10,11 +10,44 @@
 #                                  kube-apiserver, kube-controller-manager, kubectl, etcd
 #
 # Sets and their versions are pinned below; the Go modules under
-# hack/tools/<set>/ pin every dependency (go.sum is committed).
+# hack/tools/<module>/ pin every dependency (go.sum is committed), exactly as
+# the upstream release's own go.mod does, so each binary is built from the
+# same sources, at the same dependency versions, as the upstream release.
+#
+# How a set is built (cold, this is what costs: see README, "make tools"):
+#   - all binaries of a set come from ONE `go build -o DIR/ pkg...` (or one
+#     `go install pkg@version ...`): the shared packages are loaded and
+#     checked once and the links run in parallel;
+#   - -trimpath (reproducible), CGO_ENABLED=0, -ldflags "-s -w ..." (no
+#     symbol table, no DWARF) and -gcflags=all=-dwarf=false: the compiler does
+#     not generate the DWARF the linker would throw away anyway. The machine
+#     code is the same as without it; only the CPU time differs;
+#   - GOGC=400 for the compiler and linker (both Go programs): they collect
+#     garbage a quarter as often, at the price of more memory (GOMEMLIMIT=3GiB
+#     per process bounds it). Same output, byte for byte; either variable set
+#     in the environment wins;
+#   - up to KAO_TOOLS_JOBS sets (default 2) build at the same time: one set
+#     alone leaves a core idle whenever its build waits on one big package
+#     or link, and another set's compiles fill it.
+#
+# Adding a set (for example kwok, or a second Karmada version for upgrade tests):
+#   1. pin its version in a *_VERSION variable below and add the set to ALL_SETS;
+#   2. either give it a tools module, hack/tools/<module>/go.mod with a
+#      `tool` block naming its main packages (copy hack/tools/karmada, then
+#      `go get PKG@VERSION && go mod tidy` in it), or build it with
+#      `go install pkg@version` (no module: the upstream go.mod pins the
+#      dependencies);
+#   3. add a case to set_spec: version, module (or none), ldflags, and the
+#      "package=binary" pairs. Two versions of one project are two sets with
+#      two modules (e.g. set karmada-v1.17, module hack/tools/karmada-v1.17),
+#      so `hack/tools.sh dir karmada-v1.17` finds it.
+# The cache key (set_key) is the set name, version and, for a module set, a
+# digest of its go.mod and go.sum; a new set needs nothing else.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${KAO_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kao/tools}"
+JOBS="${KAO_TOOLS_JOBS:-2}"
 
 KUBERNETES_VERSION="v1.35.4"
 ETCD_VERSION="v3.6.6"
@@ -22,18 +55,65 @@ KARMADA_VERSION="v1.18.1"
 CONTROLLER_GEN_VERSION="v0.20.0"
 GOLANGCI_LINT_VERSION="v2.6.2"
 
-ALL_SETS=(kubernetes etcd karmada controller-gen golangci-lint)
+# ALL_SETS is also the build order: the longest first, so that with
+# KAO_TOOLS_JOBS=2 the short ones fill in beside it.
+ALL_SETS=(kubernetes karmada golangci-lint etcd controller-gen)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
-# set_version prints the pinned version of a tool set.
-set_version() {
+# set_spec fills, for one set:
+#   S_VERSION  the pinned version
+#   S_MODULE   the tools module directory under hack/tools/, or "" when the
+#              set is built with `go install pkg@S_VERSION`
+#   S_LDFLAGS  extra -ldflags (version stamping), after "-s -w"
+#   S_BINS     "package=binary" pairs; the binaries land in the set's bin/
+set_spec() {
+	S_VERSION="" S_MODULE="" S_LDFLAGS="" S_BINS=()
 	case "$1" in
-	kubernetes) echo "$KUBERNETES_VERSION" ;;
-	etcd) echo "$ETCD_VERSION" ;;
-	karmada) echo "$KARMADA_VERSION" ;;
-	controller-gen) echo "$CONTROLLER_GEN_VERSION" ;;
-	golangci-lint) echo "$GOLANGCI_LINT_VERSION" ;;
+	kubernetes)
+		local v="${KUBERNETES_VERSION#v}"
+		S_VERSION="$KUBERNETES_VERSION" S_MODULE=kubernetes
+		S_LDFLAGS="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION"
+		S_LDFLAGS+=" -X k8s.io/component-base/version.gitMajor=${v%%.*}"
+		S_LDFLAGS+=" -X k8s.io/component-base/version.gitMinor=$(echo "$v" | cut -d. -f2)"
+		S_LDFLAGS+=" -X k8s.io/component-base/version.gitTreeState=clean"
+		S_LDFLAGS+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
+		S_BINS=(
+			k8s.io/kubernetes/cmd/kube-apiserver=kube-apiserver
+			k8s.io/kubernetes/cmd/kube-controller-manager=kube-controller-manager
+			k8s.io/kubernetes/cmd/kubectl=kubectl
+		)
+		;;
+	etcd)
+		S_VERSION="$ETCD_VERSION" S_MODULE=etcd
+		S_BINS=(
+			go.etcd.io/etcd/server/v3=etcd
+			go.etcd.io/etcd/etcdctl/v3=etcdctl
+			go.etcd.io/etcd/etcdutl/v3=etcdutl
+		)
+		;;
+	karmada)
+		local K=github.com/karmada-io/karmada/cmd
+		S_VERSION="$KARMADA_VERSION" S_MODULE=karmada
+		S_LDFLAGS="-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
+		S_LDFLAGS+=" -X github.com/karmada-io/karmada/pkg/version.gitTreeState=clean"
+		S_BINS=(
+			"$K/aggregated-apiserver=karmada-aggregated-apiserver"
+			"$K/controller-manager=karmada-controller-manager"
+			"$K/scheduler=karmada-scheduler"
+			"$K/webhook=karmada-webhook"
+			"$K/agent=karmada-agent"
+			"$K/karmadactl=karmadactl"
+		)
+		;;
+	controller-gen)
+		S_VERSION="$CONTROLLER_GEN_VERSION"
+		S_BINS=(sigs.k8s.io/controller-tools/cmd/controller-gen=controller-gen)
+		;;
+	golangci-lint)
+		S_VERSION="$GOLANGCI_LINT_VERSION"
+		S_BINS=(github.com/golangci/golangci-lint/v2/cmd/golangci-lint=golangci-lint)
+		;;
 	*)
 		log "unknown tool set: $1 (known: ${ALL_SETS[*]})"
 		return 1
@@ -41,90 +121,99 @@ set_version() {
 	esac
 }
 
+# set_version prints the pinned version of a tool set.
+set_version() {
+	set_spec "$1"
+	echo "$S_VERSION"
+}
+
 # set_key prints the cache key of a set: name, version and, for sets built
-# from a committed module, a digest of its go.sum so a dependency change
-# rebuilds.
+# from a committed module, a digest of its go.mod and go.sum so a dependency
+# change rebuilds. Build flags are deliberately not part of the key: they
+# change how much a build costs, not what the binaries do.
 set_key() {
-	local set="$1" version digest=""
-	version="$(set_version "$set")"
-	if [[ -f "$ROOT/hack/tools/$set/go.sum" ]]; then
-		digest="-$(cat "$ROOT/hack/tools/$set/go.mod" "$ROOT/hack/tools/$set/go.sum" | sha256sum | cut -c1-12)"
+	local set="$1" digest=""
+	set_spec "$set"
+	if [[ -n "$S_MODULE" && -f "$ROOT/hack/tools/$S_MODULE/go.sum" ]]; then
+		digest="-$(cat "$ROOT/hack/tools/$S_MODULE/go.mod" "$ROOT/hack/tools/$S_MODULE/go.sum" | sha256sum | cut -c1-12)"
 	fi
-	echo "${set}-${version}${digest}-$(go env GOOS)-$(go env GOARCH)"
+	echo "${set}-${S_VERSION}${digest}-$(go env GOOS)-$(go env GOARCH)"
 }
 
 set_dir() { echo "$CACHE/$(set_key "$1")/bin"; }
 
-# build_module_tools builds every tool named in a committed tools module.
-#   $1 set  $2 out dir  $3 ldflags  $4... "package=binary" pairs
-build_module_tools() {
-	local set="$1" out="$2" ldflags="$3"
-	shift 3
-	local pair pkg bin
-	for pair in "$@"; do
-		pkg="${pair%%=*}"
-		bin="${pair##*=}"
-		log "  building $bin ($pkg)"
-		(cd "$ROOT/hack/tools/$set" && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$ldflags" -o "$out/$bin" "$pkg")
+# go_exe_name prints the file name `go build -o DIR/` gives a main package:
+# its last path element, or the one before a major-version suffix (/v3).
+go_exe_name() {
+	local pkg="$1" base
+	base="${pkg##*/}"
+	if [[ "$base" =~ ^v[0-9]+$ ]]; then
+		pkg="${pkg%/*}"
+		base="${pkg##*/}"
+	fi
+	echo "$base"
+}
+
+# build_set_into builds every binary of the set described by set_spec into $1.
+build_set_into() {
+	local out="$1" pair pkgs=() renames=()
+	for pair in "${S_BINS[@]}"; do
+		pkgs+=("${pair%%=*}")
+		renames+=("$(go_exe_name "${pair%%=*}")=${pair##*=}")
+	done
+	local flags=(-trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $S_LDFLAGS")
+	export GOGC="${GOGC:-400}" GOMEMLIMIT="${GOMEMLIMIT:-3GiB}"
+	if [[ -n "$S_MODULE" ]]; then
+		(cd "$ROOT/hack/tools/$S_MODULE" && CGO_ENABLED=0 go build -mod=mod "${flags[@]}" -o "$out/" "${pkgs[@]}")
+	else
+		local at=()
+		for pair in "${pkgs[@]}"; do at+=("$pair@$S_VERSION"); done
+		CGO_ENABLED=0 GOBIN="$out" go install "${flags[@]}" "${at[@]}"
+	fi
+	for pair in "${renames[@]}"; do
+		[[ "${pair%%=*}" == "${pair##*=}" ]] || mv "$out/${pair%%=*}" "$out/${pair##*=}"
 	done
 }
 
+# build_set builds one set into the cache unless it is there already. The
+# set is built in a .partial directory and renamed into place, so a reader
+# never sees half a set.
 build_set() {
 	local set="$1" dir tmp start
 	dir="$(set_dir "$set")"
+	set_spec "$set"
 	if [[ -f "$dir/../.complete" ]]; then
-		log "$set $(set_version "$set"): cached in $dir"
+		log "$set $S_VERSION: cached in $dir"
 		return 0
 	fi
 	start=$(date +%s)
-	log "$set $(set_version "$set"): building into $dir"
+	log "$set $S_VERSION: building ${S_BINS[*]##*=} into $dir"
 	tmp="$(dirname "$dir").partial"
 	rm -rf "$tmp"
 	mkdir -p "$tmp/bin"
-	case "$set" in
-	kubernetes)
-		local v="${KUBERNETES_VERSION#v}" ld
-		ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION"
-		ld+=" -X k8s.io/component-base/version.gitMajor=${v%%.*}"
-		ld+=" -X k8s.io/component-base/version.gitMinor=$(echo "$v" | cut -d. -f2)"
-		ld+=" -X k8s.io/component-base/version.gitTreeState=clean"
-		ld+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
-		build_module_tools kubernetes "$tmp/bin" "$ld" \
-			k8s.io/kubernetes/cmd/kube-apiserver=kube-apiserver \
-			k8s.io/kubernetes/cmd/kube-controller-manager=kube-controller-manager \
-			k8s.io/kubernetes/cmd/kubectl=kubectl
-		;;
-	etcd)
-		build_module_tools etcd "$tmp/bin" "-s -w" \
-			go.etcd.io/etcd/server/v3=etcd \
-			go.etcd.io/etcd/etcdctl/v3=etcdctl \
-			go.etcd.io/etcd/etcdutl/v3=etcdutl
-		;;
-	karmada)
-		local K=github.com/karmada-io/karmada/cmd ld
-		ld="-s -w -X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
-		ld+=" -X github.com/karmada-io/karmada/pkg/version.gitTreeState=clean"
-		build_module_tools karmada "$tmp/bin" "$ld" \
-			"$K/aggregated-apiserver=karmada-aggregated-apiserver" \
-			"$K/controller-manager=karmada-controller-manager" \
-			"$K/scheduler=karmada-scheduler" \
-			"$K/webhook=karmada-webhook" \
-			"$K/agent=karmada-agent" \
-			"$K/karmadactl=karmadactl"
-		;;
-	controller-gen)
-		log "  building controller-gen"
-		GOBIN="$tmp/bin" go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
-		;;
-	golangci-lint)
-		log "  building golangci-lint"
-		GOBIN="$tmp/bin" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
-		;;
-	esac
+	build_set_into "$tmp/bin"
 	date -u +%Y-%m-%dT%H:%M:%SZ >"$tmp/.complete"
 	rm -rf "$(dirname "$dir")"
 	mv "$tmp" "$(dirname "$dir")"
-	log "$set $(set_version "$set"): built in $(($(date +%s) - start))s"
+	log "$set $S_VERSION: built in $(($(date +%s) - start))s"
+}
+
+# build_sets builds the named sets, up to $JOBS at a time. Each set's output
+# goes to the terminal as it comes; the go tool's lines are prefixed by the set.
+build_sets() {
+	local s failed=() pids=() names=() i
+	for s in "$@"; do
+		while [[ $(jobs -rp | wc -l) -ge $JOBS ]]; do wait -n || true; done
+		(build_set "$s" 2>&1 | sed -u "/^\[tools\] /!s/^/[tools:$s] /" >&2; exit "${PIPESTATUS[0]}") &
+		pids+=($!) names+=("$s")
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}" || failed+=("${names[$i]}")
+	done
+	if [[ ${#failed[@]} -gt 0 ]]; then
+		log "failed to build: ${failed[*]}"
+		return 1
+	fi
 }
 
 cmd="${1:-build}"
@@ -133,11 +222,13 @@ case "$cmd" in
 build)
 	sets=("$@")
 	[[ ${#sets[@]} -gt 0 ]] || sets=("${ALL_SETS[@]}")
+	for s in "${sets[@]}"; do set_spec "$s"; done
+	[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || {
+		log "KAO_TOOLS_JOBS must be a positive number, not '$JOBS'"
+		exit 2
+	}
 	total=$(date +%s)
-	for s in "${sets[@]}"; do
-		set_version "$s" >/dev/null
-		build_set "$s"
-	done
+	build_sets "${sets[@]}"
 	log "all requested tools ready in $(($(date +%s) - total))s (cache: $CACHE)"
 	;;
 dir)
@@ -161,7 +252,7 @@ env)
 	done
 	;;
 *)
-	echo "usage: $0 build [SET...] | dir SET | env" >&2
+	echo "usage: $0 build [SET...] | dir SET | env | assets" >&2
 	exit 2
 	;;
 esac
