@@ -390,6 +390,16 @@ func (e *busyError) Error() string { return e.msg }
 // a run with a status patch that does the same: of a restore and a run
 // deciding at once, one write fails, so they never both start.
 func (r *EtcdRestoreReconciler) lockDeployment(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment) error {
+	// A restore read from a cache that has not seen its run's end yet looks
+	// Running: it must not mark the deployment again after the run let it go.
+	fresh := &kaov1.EtcdRestore{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(er), fresh); err != nil {
+		return fmt.Errorf("reading EtcdRestore %s: %w", er.Name, err)
+	}
+	if fresh.ResourceVersion != er.ResourceVersion {
+		return &busyError{msg: fmt.Sprintf("EtcdRestore %s changed while kao read it: looking again", er.Name),
+			requeueAfter: staleCacheRequeueAfter}
+	}
 	cur := &kaov1.KarmadaDeployment{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(kd), cur); err != nil {
 		return fmt.Errorf("reading KarmadaDeployment %s: %w", kd.Name, err)
