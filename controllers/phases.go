@@ -13,6 +13,20 @@ const (
 	uninstallPlaybook = "uninstall.yml"
 )
 
+// runTrigger is what asked for a run of an installed deployment whose spec
+// has not changed, for Events.
+type runTrigger int
+
+// The zero runTrigger means the run follows from spec and status alone.
+const (
+	// renewalTrigger: a certificate entered its renewal window.
+	renewalTrigger runTrigger = iota + 1
+	// rotationTrigger: RotateCertificatesAnnotation has a new value.
+	rotationTrigger
+	// userRolesTrigger: the files of spec.addons.userRoles changed.
+	userRolesTrigger
+)
+
 // runDecision says whether a deployment without a run in progress needs one.
 type runDecision struct {
 	// run starts a run now.
@@ -20,6 +34,11 @@ type runDecision struct {
 	// wait is how long until a failed run may be retried; zero when run is set
 	// or nothing is due.
 	wait time.Duration
+	// recheck is how long until a certificate renewal is due, when nothing
+	// else is; zero when none is scheduled.
+	recheck time.Duration
+	// trigger says what asked for a run of an unchanged spec.
+	trigger runTrigger
 	// reason says why, for logs.
 	reason string
 }
@@ -29,15 +48,44 @@ type runDecision struct {
 // still probed). A new generation runs at once whatever happened before; a
 // failed run of the current generation is retried after an exponential
 // backoff kept in status, so it survives operator restarts; an interrupted
-// run is repeated at once.
-func decideRun(kd *kaov1.KarmadaDeployment, now time.Time) runDecision {
+// run is repeated at once. After a successful run, the deployment runs again
+// for a new value of RotateCertificatesAnnotation, when a certificate enters
+// its renewal window (status.certificateRenewal.nextRenewalTime), and when
+// userRolesDigest, the digest of spec.addons.userRoles' files now, differs
+// from the one the last successful run recorded.
+func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest string) runDecision {
 	if holder := kd.Annotations[RestoreInProgressAnnotation]; holder != "" {
 		// No run while an EtcdRestore stops and replaces etcd; its end wakes the deployment.
 		return runDecision{reason: fmt.Sprintf("EtcdRestore %s is restoring etcd (annotation %s)", holder, RestoreInProgressAnnotation)}
 	}
 	last := kd.Status.LastRun
 	if last != nil && last.Generation == kd.Generation && last.Result == kaov1.RunSucceeded {
-		return runDecision{reason: "the last run of this generation succeeded"}
+		// A run these asked for that could not start (a Secret gone, a user
+		// role's ConfigMap missing) backs off like a failed run, and is tried
+		// again until one succeeds.
+		if retry := kd.Status.Retry; retry != nil && retry.Generation == kd.Generation && retry.NextRetryTime != nil {
+			if wait := retry.NextRetryTime.Sub(now); wait > 0 {
+				return runDecision{wait: wait, reason: fmt.Sprintf("backing off after %d failed attempts", retry.Failures)}
+			}
+			return runDecision{run: true, reason: fmt.Sprintf("retrying after %d failed attempts", retry.Failures)}
+		}
+		if req := pendingRotation(kd); req != "" {
+			return runDecision{run: true, trigger: rotationTrigger,
+				reason: fmt.Sprintf("annotation %s asks for a certificate rotation (%q)", RotateCertificatesAnnotation, req)}
+		}
+		due, at := renewalDue(kd, now)
+		if due {
+			return runDecision{run: true, trigger: renewalTrigger,
+				reason: fmt.Sprintf("%s entered its renewal window at %s", firstDue(kd), at.UTC().Format(time.RFC3339))}
+		}
+		if len(kd.Spec.Addons.UserRoles) > 0 && userRolesDigest != kd.Status.UserRolesDigest {
+			return runDecision{run: true, trigger: userRolesTrigger, reason: "the files of spec.addons.userRoles changed"}
+		}
+		d := runDecision{reason: "the last run of this generation succeeded"}
+		if !at.IsZero() {
+			d.recheck = renewalWait(at, now)
+		}
+		return d
 	}
 	if retry := kd.Status.Retry; retry != nil && retry.Generation == kd.Generation && retry.NextRetryTime != nil {
 		if wait := retry.NextRetryTime.Sub(now); wait > 0 {
