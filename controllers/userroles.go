@@ -128,9 +128,11 @@ func (r *KarmadaDeploymentReconciler) loadUserRoles(ctx context.Context, kd *kao
 			return nil, err
 		}
 		hasTasks := slices.ContainsFunc(files, func(f runner.File) bool { return f.Path == "tasks/main.yml" || f.Path == "tasks/main.yaml" })
-		if !hasTasks {
-			return nil, userRoleErrorf("%s (role %s) has no tasks/main.yml%s", field, spec.Name,
-				map[bool]string{true: " (ConfigMap key tasks__main.yml)", false: ""}[spec.ConfigMapName != ""])
+		switch {
+		case !hasTasks && spec.ConfigMapName != "":
+			return nil, userRoleErrorf("%s (role %s) has no tasks/main.yml (ConfigMap key tasks__main.yml)", field, spec.Name)
+		case !hasTasks:
+			return nil, userRoleErrorf("%s (role %s) has no tasks/main.yml", field, spec.Name)
 		}
 		roles = append(roles, userRole{spec: spec, files: files})
 	}
