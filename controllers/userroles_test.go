@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/runner"
 	"github.com/kao-io/kao/internal/testenv"
 )
 
@@ -297,5 +299,65 @@ func TestUnusableUserRolesAreConditionsAndNothingRuns(t *testing.T) {
 	})
 	if c := condition(refused, kaov1.PlaybookSucceededCondition); !strings.Contains(c.Message, "--configmap-user-roles") || refused.Status.LastRun != nil {
 		t.Errorf("PlaybookSucceeded %q, lastRun %+v: want a refusal naming --configmap-user-roles and no run", c.Message, refused.Status.LastRun)
+	}
+}
+
+// TestUserRolesPlaybookMatchesGoldenAndParses renders the playbook of two
+// roles around an install playbook, compares it with
+// testdata/user-roles-playbook.golden.yml (KAO_UPDATE_GOLDEN=1 rewrites it),
+// and has ansible-playbook check its syntax with the roles in place.
+func TestUserRolesPlaybookMatchesGoldenAndParses(t *testing.T) {
+	roles := []userRole{
+		{spec: kaov1.UserRole{Name: "motd", Stage: kaov1.AfterInstallStage, Groups: []kaov1.InventoryGroup{"karmada_control_plane"}},
+			files: []runner.File{{Path: "tasks/main.yml", Data: []byte("- name: Motd | Say hello\n  ansible.builtin.debug:\n    msg: hello\n")}}},
+		{spec: kaov1.UserRole{Name: "disk_space", Stage: kaov1.BeforeInstallStage, Groups: []kaov1.InventoryGroup{"etcd", "karmada_apiserver"}},
+			files: []runner.File{{Path: "tasks/main.yml", Data: []byte("- name: Disk space | Check\n  ansible.builtin.debug:\n    msg: ok\n")}}},
+	}
+	dir := t.TempDir()
+	install := filepath.Join(dir, "kao", "install.yml")
+	ur, err := buildUserRolesRun(roles, install)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var playbook []byte
+	for _, f := range ur.files {
+		if f.Path == filepath.FromSlash(userRolesPlaybook) {
+			playbook = f.Data
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f.Path)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Path), f.Data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden := filepath.Join("testdata", "user-roles-playbook.golden.yml")
+	rendered := []byte(strings.ReplaceAll(string(playbook), install, "/opt/kao/playbooks/install.yml"))
+	if os.Getenv("KAO_UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(golden, rendered, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rendered) != string(want) {
+		t.Errorf("the user roles playbook differs from %s:\n%s", golden, rendered)
+	}
+	if ur.digest != userRolesDigest(roles) || !strings.HasPrefix(ur.digest, "sha256:") {
+		t.Errorf("digest %q", ur.digest)
+	}
+
+	if err := os.MkdirAll(filepath.Dir(install), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(install, []byte("- name: Kao | Install\n  hosts: all\n  gather_facts: false\n  tasks: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ansible-playbook", "--syntax-check", "-i", "localhost,", filepath.Join(dir, filepath.FromSlash(userRolesPlaybook)))
+	cmd.Env = append(os.Environ(), "ANSIBLE_ROLES_PATH="+filepath.Join(dir, userRolesDir), "HOME="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("ansible-playbook --syntax-check: %v\n%s", err, out)
 	}
 }
