@@ -29,7 +29,24 @@ const (
 	// maxLogConfigMapBytes keeps a run's compressed log under the 1 MiB
 	// ConfigMap limit with room for metadata.
 	maxLogConfigMapBytes = 900 << 10
+
+	// userRolesRecheck is how often kao reads the files of an installed
+	// deployment's user roles again to notice a change: often enough that an
+	// edited ConfigMap runs within a minute, rare enough to cost little (a
+	// ConfigMap read, or a small directory walk, per role).
+	userRolesRecheck = 30 * time.Second
+
+	// minRenewalRequeue is the shortest wait for a certificate's renewal
+	// window: certificates carry whole seconds, so an earlier wake-up would
+	// find nothing due yet.
+	minRenewalRequeue = time.Second
 )
+
+// RotateCertificatesAnnotation asks kao to re-issue every leaf certificate of
+// a deployment (not the CAs) and roll them out, once per distinct value: set
+// it to a new value, such as the date, to rotate again. kao records the value
+// it handled in status.certificateRenewal.rotationRequest.
+const RotateCertificatesAnnotation = "kao.io/rotate-certificates"
 
 // Labels and keys of the objects kao creates.
 const (

@@ -58,7 +58,7 @@ func TestDecideRunWaitsForARestore(t *testing.T) {
 			if tc.holder != "" {
 				kd.Annotations = map[string]string{RestoreInProgressAnnotation: tc.holder}
 			}
-			d := decideRun(kd, now)
+			d := decideRun(kd, now, "")
 			if d.run != tc.wantRun || d.wait != 0 && tc.holder != "" {
 				t.Fatalf("decideRun = %+v, want run=%v", d, tc.wantRun)
 			}

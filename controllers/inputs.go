@@ -158,7 +158,11 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 	kubeconfigPath := func(member string) string {
 		return filepath.Join(dir, runner.SecretsDir, "members", member+".kubeconfig")
 	}
-	inv, err := inventory.Build(kd, inventory.Options{MemberKubeconfigPath: kubeconfigPath})
+	opts := inventory.Options{MemberKubeconfigPath: kubeconfigPath}
+	if len(in.pki) > 0 {
+		opts.AgentCertificateNotAfter = func(member string) (time.Time, bool) { return in.pki.NotAfter(pki.AgentClient(member)) }
+	}
+	inv, err := inventory.Build(kd, opts)
 	if err != nil {
 		return runner.Spec{}, &inputError{fmt.Sprintf("building the inventory: %v", err)}
 	}

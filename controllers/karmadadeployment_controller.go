@@ -180,17 +180,34 @@ func (r *KarmadaDeploymentReconciler) reconcileNormal(ctx context.Context, s *sc
 		r.recordInterruptedRun(ctx, kd, p, now)
 	}
 
-	decision := decideRun(kd, now)
+	decision := decideRun(kd, now, r.currentUserRolesDigest(ctx, kd))
 	if !decision.run {
 		if decision.wait > 0 {
 			ctrl.LoggerFrom(ctx).V(1).Info("Waiting before the next run", "reason", decision.reason, "wait", decision.wait)
 			return ctrl.Result{RequeueAfter: decision.wait}, nil
 		}
 		setCertificatesCondition(kd, now)
-		return ctrl.Result{RequeueAfter: r.observe(ctx, kd)}, nil
+		requeue := r.observe(ctx, kd)
+		if decision.recheck > 0 && (requeue == 0 || decision.recheck < requeue) {
+			// Wake up when the first certificate enters its renewal window.
+			requeue = decision.recheck
+		}
+		if len(kd.Spec.Addons.UserRoles) > 0 && (requeue == 0 || userRolesRecheck < requeue) {
+			// Look at the user roles' files again (no watch on ConfigMaps).
+			requeue = userRolesRecheck
+		}
+		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
 	playbook := choosePlaybook(kd, now)
 	ctrl.LoggerFrom(ctx).Info("Starting a run", "playbook", playbook, "reason", decision.reason)
+	switch decision.trigger {
+	case renewalTrigger:
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "CertificatesRenewing", "Renew",
+			"Renewing certificates: %s; the install run re-issues what is due and restarts what uses it, one host at a time", decision.reason)
+	case userRolesTrigger:
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "UserRolesChanged", "Run",
+			"The files of spec.addons.userRoles changed: running the install with them")
+	}
 	return r.startRun(ctx, s, playbook)
 }
 
@@ -238,6 +255,11 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	dir := filepath.Join(runsDir(r.StateDir, kd.UID), runID)
 
 	in, err := r.gatherInputs(ctx, kd)
+	var roles []userRole
+	if err == nil && playbook == installPlaybook {
+		// Before the certificates: a role that cannot be used changes nothing.
+		roles, err = r.loadUserRoles(ctx, kd)
+	}
 	if err == nil && (playbook == installPlaybook || playbook == membersPlaybook) {
 		// A members run needs the certificates of new Pull members' agents;
 		// choosePlaybook runs install.yml whenever another one is due.
@@ -249,20 +271,36 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 		in.pki = withExternalEtcd(in.pki, in.externalEtcd)
 	}
 	var spec runner.Spec
+	var extras runExtras
 	if err == nil {
 		spec, err = r.buildRunSpec(ctx, kd, in, runID, dir, playbook)
 	}
+	if err == nil && len(roles) > 0 {
+		extras.userRolesDigest, err = withUserRoles(&spec, roles, filepath.Join(r.PlaybookDir, playbook))
+	}
 	if err != nil {
+		reason, msg := kaov1.PrerequisitesMissingReason, ""
 		var bad *inputError
-		if !errors.As(err, &bad) {
+		var badRole *userRoleError
+		switch {
+		case errors.As(err, &badRole):
+			reason, msg = kaov1.UserRoleInvalidReason, badRole.msg
+		case errors.As(err, &bad):
+			msg = bad.msg
+		default:
 			return ctrl.Result{}, err
 		}
 		kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
-		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, kaov1.PrerequisitesMissingReason, bad.msg)
-		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, kaov1.PrerequisitesMissingReason, "Run", bad.msg)
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, reason, msg)
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, reason, "Run", msg)
 		return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}, nil
 	}
-	total, _ := runner.EstimateResults(spec.Playbook, spec.RolesPath, spec.Groups)
+	if playbook == installPlaybook || playbook == membersPlaybook {
+		extras.agents = agentsDelivered(kd, in.pki)
+	}
+	// A generated playbook is written when the run starts: estimate with
+	// kao's own until then.
+	total, _ := runner.EstimateResults(filepath.Join(r.PlaybookDir, playbook), spec.RolesPath, spec.Groups)
 	kd.Status.Progress = progressStatus(runID, playbook, now, runner.Progress{TasksTotal: total}, now)
 	setRunningCondition(kd, runID, playbook)
 	// The run's own status writes start only after this one landed.
@@ -272,7 +310,7 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	run := &activeRun{id: runID, playbook: playbook, generation: kd.Generation}
 	snapshot := kd.DeepCopy()
 	if err := r.runs.start(key, run, func(runCtx context.Context) {
-		r.executeRun(runCtx, snapshot, spec, now)
+		r.executeRun(runCtx, snapshot, spec, now, extras)
 	}); err != nil {
 		return ctrl.Result{RequeueAfter: staleCacheRequeueAfter}, nil
 	}
@@ -281,9 +319,18 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	return ctrl.Result{}, nil
 }
 
+// runExtras is what an install run records in status when it succeeds.
+type runExtras struct {
+	// userRolesDigest is the digest of the user roles the run ran.
+	userRolesDigest string
+	// agents are the Pull members the run delivered a karmada-agent
+	// certificate to, with that certificate's expiry.
+	agents map[string]metav1.Time
+}
+
 // executeRun runs the playbook, keeps status.progress current at most every
 // progressInterval, then records the result, its log and an Event.
-func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment, spec runner.Spec, start time.Time) {
+func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment, spec runner.Spec, start time.Time, extras runExtras) {
 	key := client.ObjectKeyFromObject(kd)
 	log := ctrl.Log.WithName("run").WithValues("KarmadaDeployment", klog.KObj(kd), "run", spec.ID)
 	playbook := filepath.Base(spec.Playbook)
@@ -307,7 +354,9 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 			cur.Status.Retry = nil
 			if playbook == installPlaybook {
 				cur.Status.Version = kd.Spec.Version
+				cur.Status.UserRolesDigest = extras.userRolesDigest
 			}
+			recordAgentsDelivered(cur, extras.agents)
 			recordApplied(&cur.Status, &kd.Spec, playbook)
 			if cur.Generation == kd.Generation {
 				cur.Status.ObservedGeneration = kd.Generation

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/probe"
 	"github.com/kao-io/kao/internal/runner"
 )
@@ -150,5 +151,36 @@ func observeMembers(kd *kaov1.KarmadaDeployment, clusters []probe.ClusterState, 
 	default:
 		setCondition(kd, kaov1.MembersReadyCondition, metav1.ConditionFalse, kaov1.MembersNotReadyReason,
 			truncateString(fmt.Sprintf("%d/%d members Ready; %s", ready, len(kd.Spec.Members), strings.Join(notReady, "; ")), 1024))
+	}
+}
+
+// agentsDelivered lists the Pull members of the spec with the expiry of the
+// karmada-agent certificate in bundle: what an install run that succeeds has
+// delivered to them (it joins again every Pull member whose delivered
+// certificate is not this one; see the inventory's members_join).
+func agentsDelivered(kd *kaov1.KarmadaDeployment, bundle pki.Bundle) map[string]metav1.Time {
+	out := map[string]metav1.Time{}
+	for _, m := range kd.Spec.Members {
+		if m.SyncMode != kaov1.PullSyncMode {
+			continue
+		}
+		if at, ok := bundle.NotAfter(pki.AgentClient(m.Name)); ok {
+			out[m.Name] = metav1.NewTime(at)
+		}
+	}
+	return out
+}
+
+// recordAgentsDelivered records, after a successful install run, the
+// karmada-agent certificate each Pull member now has.
+func recordAgentsDelivered(kd *kaov1.KarmadaDeployment, agents map[string]metav1.Time) {
+	for _, name := range sortedKeys(agents) {
+		at := agents[name]
+		i := memberIndex(kd.Status.Members, name)
+		if i < 0 {
+			kd.Status.Members = append(kd.Status.Members, kaov1.MemberStatus{Name: name, SyncMode: kaov1.PullSyncMode})
+			i = len(kd.Status.Members) - 1
+		}
+		kd.Status.Members[i].AgentCertificateNotAfter = &at
 	}
 }

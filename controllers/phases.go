@@ -17,6 +17,20 @@ const (
 	uninstallPlaybook = "uninstall.yml"
 )
 
+// runTrigger is what asked for a run of an installed deployment whose spec
+// has not changed, for Events.
+type runTrigger int
+
+// The zero runTrigger means the run follows from spec and status alone.
+const (
+	// renewalTrigger: a certificate entered its renewal window.
+	renewalTrigger runTrigger = iota + 1
+	// rotationTrigger: RotateCertificatesAnnotation has a new value.
+	rotationTrigger
+	// userRolesTrigger: the files of spec.addons.userRoles changed.
+	userRolesTrigger
+)
+
 // runDecision says whether a deployment without a run in progress needs one.
 type runDecision struct {
 	// run starts a run now.
@@ -24,6 +38,11 @@ type runDecision struct {
 	// wait is how long until a failed run may be retried; zero when run is set
 	// or nothing is due.
 	wait time.Duration
+	// recheck is how long until a certificate renewal is due, when nothing
+	// else is; zero when none is scheduled.
+	recheck time.Duration
+	// trigger says what asked for a run of an unchanged spec.
+	trigger runTrigger
 	// reason says why, for logs.
 	reason string
 }
@@ -33,15 +52,44 @@ type runDecision struct {
 // still probed). A new generation runs at once whatever happened before; a
 // failed run of the current generation is retried after an exponential
 // backoff kept in status, so it survives operator restarts; an interrupted
-// run is repeated at once.
-func decideRun(kd *kaov1.KarmadaDeployment, now time.Time) runDecision {
+// run is repeated at once. After a successful run, the deployment runs again
+// for a new value of RotateCertificatesAnnotation, when a certificate enters
+// its renewal window (status.certificateRenewal.nextRenewalTime), and when
+// userRolesDigest, the digest of spec.addons.userRoles' files now, differs
+// from the one the last successful run recorded.
+func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest string) runDecision {
 	if holder := kd.Annotations[RestoreInProgressAnnotation]; holder != "" {
 		// No run while an EtcdRestore stops and replaces etcd; its end wakes the deployment.
 		return runDecision{reason: fmt.Sprintf("EtcdRestore %s is restoring etcd (annotation %s)", holder, RestoreInProgressAnnotation)}
 	}
 	last := kd.Status.LastRun
 	if last != nil && last.Generation == kd.Generation && last.Result == kaov1.RunSucceeded {
-		return runDecision{reason: "the last run of this generation succeeded"}
+		// A run these asked for that could not start (a Secret gone, a user
+		// role's ConfigMap missing) backs off like a failed run, and is tried
+		// again until one succeeds.
+		if retry := kd.Status.Retry; retry != nil && retry.Generation == kd.Generation && retry.NextRetryTime != nil {
+			if wait := retry.NextRetryTime.Sub(now); wait > 0 {
+				return runDecision{wait: wait, reason: fmt.Sprintf("backing off after %d failed attempts", retry.Failures)}
+			}
+			return runDecision{run: true, reason: fmt.Sprintf("retrying after %d failed attempts", retry.Failures)}
+		}
+		if req := pendingRotation(kd); req != "" {
+			return runDecision{run: true, trigger: rotationTrigger,
+				reason: fmt.Sprintf("annotation %s asks for a certificate rotation (%q)", RotateCertificatesAnnotation, req)}
+		}
+		due, at := renewalDue(kd, now)
+		if due {
+			return runDecision{run: true, trigger: renewalTrigger,
+				reason: fmt.Sprintf("%s entered its renewal window at %s", firstDue(kd), at.UTC().Format(time.RFC3339))}
+		}
+		if len(kd.Spec.Addons.UserRoles) > 0 && userRolesDigest != kd.Status.UserRolesDigest {
+			return runDecision{run: true, trigger: userRolesTrigger, reason: "the files of spec.addons.userRoles changed"}
+		}
+		d := runDecision{reason: "the last run of this generation succeeded"}
+		if !at.IsZero() {
+			d.recheck = renewalWait(at, now)
+		}
+		return d
 	}
 	if retry := kd.Status.Retry; retry != nil && retry.Generation == kd.Generation && retry.NextRetryTime != nil {
 		if wait := retry.NextRetryTime.Sub(now); wait > 0 {
@@ -63,12 +111,12 @@ func decideRun(kd *kaov1.KarmadaDeployment, now time.Time) runDecision {
 // members.yml: joining a member must not wait for the whole control plane to
 // converge again (tens of seconds even when nothing changes). Everything
 // else, including a new generation that changes nothing (the way to ask for
-// a re-run), and any certificate due for renewal, runs install.yml, which
-// ends with the members too.
+// a re-run), any certificate due for renewal and a rotation asked for, runs
+// install.yml, which ends with the members too.
 func choosePlaybook(kd *kaov1.KarmadaDeployment, now time.Time) string {
 	applied := kd.Status.Applied
 	if applied == nil || applied.ControlPlane == "" || applied.ControlPlane != controlPlaneDigest(&kd.Spec) ||
-		applied.Members == membersDigest(&kd.Spec) || certificatesDue(kd, now) {
+		applied.Members == membersDigest(&kd.Spec) || certificatesDue(kd, now) || pendingRotation(kd) != "" {
 		return installPlaybook
 	}
 	return membersPlaybook
@@ -111,10 +159,7 @@ func digestOf(v any) string {
 // certificatesDue tells whether a certificate in status is inside its
 // renewal window: the next run must be an install, which renews and deploys it.
 func certificatesDue(kd *kaov1.KarmadaDeployment, now time.Time) bool {
-	renewBefore := defaultRenewBefore
-	if rb := kd.Spec.Certificates.RenewBefore; rb != nil {
-		renewBefore = rb.Duration
-	}
+	renewBefore := renewBeforeOf(kd)
 	for _, c := range kd.Status.Certificates {
 		if now.Add(renewBefore).After(c.NotAfter.Time) {
 			return true

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
@@ -105,7 +106,9 @@ func (r *KarmadaDeploymentReconciler) readPKI(ctx context.Context, kd *kaov1.Kar
 }
 
 // ensurePKI issues or renews the deployment's certificates, keeps them in a
-// Secret owned by the deployment, and records their expiry in status.
+// Secret owned by the deployment, and records their expiry and the next
+// renewal in status. A pending rotation request (RotateCertificatesAnnotation)
+// re-issues every leaf certificate and is recorded as handled.
 func (r *KarmadaDeploymentReconciler) ensurePKI(ctx context.Context, kd *kaov1.KarmadaDeployment, now time.Time) (pki.Bundle, error) {
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: kd.Namespace, Name: pkiSecretName(kd)}
@@ -118,7 +121,11 @@ func (r *KarmadaDeploymentReconciler) ensurePKI(ctx context.Context, kd *kaov1.K
 		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
 			Labels: map[string]string{DeploymentUIDLabel: string(kd.UID)}}}
 	}
-	bundle, certs, changed, err := pki.Ensure(pki.Bundle(secret.Data), pkiRequest(kd), now)
+	rotation := pendingRotation(kd)
+	hadCerts := len(secret.Data) > 0
+	req := pkiRequest(kd)
+	req.Reissue = rotation != "" && hadCerts
+	bundle, certs, changed, err := pki.Ensure(pki.Bundle(secret.Data), req, now)
 	var broken *pki.TrustRootError
 	if errors.As(err, &broken) {
 		setCondition(kd, kaov1.CertificatesValidCondition, metav1.ConditionFalse, kaov1.TrustRootUnusableReason, err.Error())
@@ -145,7 +152,40 @@ func (r *KarmadaDeploymentReconciler) ensurePKI(ctx context.Context, kd *kaov1.K
 			"Issued %s", truncateString(strings.Join(changed, ", "), 900))
 	}
 	kd.Status.Certificates = certificateStatus(certs, key.Name)
+	renewal := &kaov1.CertificateRenewalStatus{}
+	if kd.Status.CertificateRenewal != nil {
+		renewal = kd.Status.CertificateRenewal.DeepCopy()
+	}
+	if rotation != "" {
+		renewal.RotationRequest = rotation
+		if req.Reissue {
+			r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "CertificatesRotating", "Rotate",
+				"Rotating certificates for %s=%q: re-issued every leaf certificate; the install run rolls them out and restarts every component, one host at a time",
+				RotateCertificatesAnnotation, rotation)
+		}
+	}
+	if hadCerts && renewedLeaves(changed) {
+		renewal.LastRenewalTime = timePtr(now)
+	}
+	renewal.NextRenewalTime = nextRenewal(certs, renewBeforeOf(kd), now)
+	if renewal.NextRenewalTime == nil && len(certs) > 0 {
+		ctrl.LoggerFrom(ctx).Info("No certificate renewal is scheduled: what is due now could not be renewed", "certificates", len(certs))
+	}
+	kd.Status.CertificateRenewal = renewal
 	return bundle, nil
+}
+
+// renewedLeaves tells whether changed (as from pki.Ensure) names a leaf
+// certificate: anything but the CAs and the service-account key.
+func renewedLeaves(changed []string) bool {
+	for _, name := range changed {
+		switch name {
+		case pki.CA, pki.FrontProxyCA, pki.EtcdCA, pki.ServiceAccount:
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // certificateStatus lists issued certificates for status, soonest expiry first.
@@ -168,9 +208,6 @@ func certificateStatus(certs []pki.Cert, secret string) []kaov1.CertificateStatu
 	return out
 }
 
-// defaultRenewBefore mirrors the PKI default: renew leaves 30 days before expiry.
-const defaultRenewBefore = 720 * time.Hour
-
 // setCertificatesCondition says whether every issued certificate is valid and
 // outside its renewal window.
 func setCertificatesCondition(kd *kaov1.KarmadaDeployment, now time.Time) {
@@ -178,10 +215,7 @@ func setCertificatesCondition(kd *kaov1.KarmadaDeployment, now time.Time) {
 	if len(certs) == 0 {
 		return
 	}
-	renewBefore := defaultRenewBefore
-	if rb := kd.Spec.Certificates.RenewBefore; rb != nil {
-		renewBefore = rb.Duration
-	}
+	renewBefore := renewBeforeOf(kd)
 	first := certs[0] // sorted by expiry
 	switch {
 	case now.After(first.NotAfter.Time):

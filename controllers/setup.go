@@ -27,6 +27,14 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// ProbeInterval is how often installed control planes are probed; defaultProbeInterval when zero.
 	ProbeInterval time.Duration
+	// UserRolesDir is the directory user roles given by path
+	// (spec.addons.userRoles[].path) must lie under; empty refuses them all.
+	UserRolesDir string
+	// ConfigMapUserRoles allows user roles from ConfigMaps
+	// (spec.addons.userRoles[].configMapName). Such a role runs with the
+	// operator's rights, so whoever may write a KarmadaDeployment or the
+	// ConfigMap gets them: off unless the operator's administrator allows it.
+	ConfigMapUserRoles bool
 }
 
 // SetupAll registers the KarmadaDeployment, EtcdBackup and EtcdRestore

@@ -70,17 +70,27 @@ type operator struct {
 // test playbooks. stateDir is reused when not empty, as after a restart.
 func startOperator(t *testing.T, ns, stateDir string) *operator {
 	t.Helper()
+	return startOperatorWith(t, ns, stateDir, nil)
+}
+
+// startOperatorWith is startOperator with options changed by tune.
+func startOperatorWith(t *testing.T, ns, stateDir string, tune func(*Options)) *operator {
+	t.Helper()
 	if stateDir == "" {
 		stateDir = testenv.StateDir(t)
 	}
 	abs, _ := filepath.Abs("testdata/playbooks")
 	op := &operator{stateDir: stateDir}
+	opts := Options{StateDir: stateDir, PlaybookDir: abs, RunTimeout: 2 * time.Minute}
+	if tune != nil {
+		tune(&opts)
+	}
 	op.stop = env.StartManager(t, scheme, ns, func(mgr ctrl.Manager) error {
 		op.reconciler = &KarmadaDeploymentReconciler{
 			Client:    mgr.GetClient(),
 			APIReader: mgr.GetAPIReader(),
 			Recorder:  mgr.GetEventRecorder("kao"),
-			Options:   Options{StateDir: stateDir, PlaybookDir: abs, RunTimeout: 2 * time.Minute},
+			Options:   opts,
 		}
 		return op.reconciler.SetupWithManager(mgr)
 	})

@@ -12,7 +12,9 @@
 //	karmada_control_plane  hosts with the controlPlane role
 //	host_cluster           Containerized mode: the single host "host_cluster", local connection
 //	members                every spec.members entry, as host "member_<name>", local connection
-//	members_join           members in spec.members that status.members does not record as joined
+//	members_join           members in spec.members that status.members does not record as joined,
+//	                       and joined Pull members whose current karmada-agent certificate (from
+//	                       status.certificates) is not the one status.members records as delivered
 //	members_unjoin         members joined in status.members that spec.members no longer lists
 //
 // Safety rules, from the design of record (DESIGN.md §5):

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 )
@@ -27,7 +28,9 @@ const (
 	GroupHostCluster = "host_cluster"
 	// GroupMembers holds a host for every spec.members entry.
 	GroupMembers = "members"
-	// GroupMembersJoin holds the members of spec.members that status.members does not record as joined.
+	// GroupMembersJoin holds the members of spec.members that status.members does not record as
+	// joined, and the joined Pull members whose current karmada-agent certificate is not the one
+	// status.members records as delivered (a renewed certificate reaches the member by joining again).
 	GroupMembersJoin = "members_join"
 	// GroupMembersUnjoin holds the members joined in status.members that spec.members no longer lists.
 	GroupMembersUnjoin = "members_unjoin"
@@ -57,6 +60,10 @@ type Options struct {
 	// An empty path omits it for that member. For members_unjoin hosts it is called only when
 	// status.members recorded a kubeconfigSecretRef.
 	MemberKubeconfigPath func(member string) string
+	// AgentCertificateNotAfter returns when the current karmada-agent certificate of
+	// the Pull member expires (ok false when there is none). nil: read it from
+	// status.certificates (karmada-agent-<member>).
+	AgentCertificateNotAfter func(member string) (notAfter time.Time, ok bool)
 }
 
 // Inventory is kao's Ansible inventory for one KarmadaDeployment. Build makes one;
@@ -125,10 +132,10 @@ func Build(kd *kaov1.KarmadaDeployment, opts Options) (*Inventory, error) {
 		inv.add(GroupHostCluster, HostClusterHost)
 	}
 
-	joined := map[string]bool{}
+	joined := map[string]kaov1.MemberStatus{}
 	for _, m := range kd.Status.Members {
 		if m.Joined {
-			joined[m.Name] = true
+			joined[m.Name] = m
 		}
 	}
 	inSpec := map[string]bool{}
@@ -137,7 +144,8 @@ func Build(kd *kaov1.KarmadaDeployment, opts Options) (*Inventory, error) {
 		host := MemberHost(m.Name)
 		inv.hostVars[host] = specMemberVars(m, opts)
 		inv.add(GroupMembers, host)
-		if !joined[m.Name] {
+		st, isJoined := joined[m.Name]
+		if !isJoined || m.SyncMode == kaov1.PullSyncMode && !agentCertificateDelivered(kd, st, opts) {
 			inv.add(GroupMembersJoin, host)
 		}
 	}
@@ -167,6 +175,23 @@ func Build(kd *kaov1.KarmadaDeployment, opts Options) (*Inventory, error) {
 		sort.Strings(hosts)
 	}
 	return inv, nil
+}
+
+// agentCertificateDelivered tells whether the joined Pull member m already
+// has its current karmada-agent certificate: the one status.members records
+// as delivered expires when the current one does.
+func agentCertificateDelivered(kd *kaov1.KarmadaDeployment, m kaov1.MemberStatus, opts Options) bool {
+	current, ok := time.Time{}, false
+	if opts.AgentCertificateNotAfter != nil {
+		current, ok = opts.AgentCertificateNotAfter(m.Name)
+	} else {
+		for _, c := range kd.Status.Certificates {
+			if c.Name == "karmada-agent-"+m.Name {
+				current, ok = c.NotAfter.Time, true
+			}
+		}
+	}
+	return ok && m.AgentCertificateNotAfter != nil && m.AgentCertificateNotAfter.Time.Equal(current)
 }
 
 // add puts host into group once.

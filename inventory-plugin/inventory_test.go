@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
@@ -230,6 +232,18 @@ func validDeployment() *kaov1.KarmadaDeployment {
 	return kd
 }
 
+// agentEnd is when a test Pull member's agent certificate expires.
+var agentEnd = metav1.NewTime(time.Date(2027, time.March, 1, 10, 0, 0, 0, time.UTC))
+
+// pullMember makes edge-1 a joined Pull member whose current agent
+// certificate (status.certificates) expires at current, and records the one
+// delivered to it as expiring at delivered (nil: none recorded).
+func pullMember(kd *kaov1.KarmadaDeployment, current time.Time, delivered *metav1.Time) {
+	kd.Spec.Members[0].SyncMode = kaov1.PullSyncMode
+	kd.Status.Certificates = []kaov1.CertificateStatus{{Name: "karmada-agent-edge-1", NotAfter: metav1.NewTime(current)}}
+	kd.Status.Members = []kaov1.MemberStatus{{Name: "edge-1", SyncMode: kaov1.PullSyncMode, Joined: true, AgentCertificateNotAfter: delivered}}
+}
+
 func TestGroupsFollowSpecAndStatus(t *testing.T) {
 	cases := []struct {
 		name       string                         // the situation
@@ -262,6 +276,36 @@ func TestGroupsFollowSpecAndStatus(t *testing.T) {
 			wantGroups: map[string][]string{
 				GroupEtcd: {"cp-1"}, GroupAPIServer: {"cp-1"}, GroupControlPlane: {"cp-1", "cp-2"},
 				GroupMembers: {"member_edge-1"},
+			},
+		},
+		{
+			name: "joined Pull member with its current agent certificate stays out of members_join",
+			mutate: func(kd *kaov1.KarmadaDeployment) {
+				pullMember(kd, agentEnd.Time, &agentEnd)
+			},
+			wantGroups: map[string][]string{
+				GroupEtcd: {"cp-1"}, GroupAPIServer: {"cp-1"}, GroupControlPlane: {"cp-1", "cp-2"},
+				GroupMembers: {"member_edge-1"},
+			},
+		},
+		{
+			name: "joined Pull member whose agent certificate was renewed joins again to get it",
+			mutate: func(kd *kaov1.KarmadaDeployment) {
+				pullMember(kd, agentEnd.Add(time.Hour), &agentEnd)
+			},
+			wantGroups: map[string][]string{
+				GroupEtcd: {"cp-1"}, GroupAPIServer: {"cp-1"}, GroupControlPlane: {"cp-1", "cp-2"},
+				GroupMembers: {"member_edge-1"}, GroupMembersJoin: {"member_edge-1"},
+			},
+		},
+		{
+			name: "joined Pull member with no delivery recorded joins again",
+			mutate: func(kd *kaov1.KarmadaDeployment) {
+				pullMember(kd, agentEnd.Time, nil)
+			},
+			wantGroups: map[string][]string{
+				GroupEtcd: {"cp-1"}, GroupAPIServer: {"cp-1"}, GroupControlPlane: {"cp-1", "cp-2"},
+				GroupMembers: {"member_edge-1"}, GroupMembersJoin: {"member_edge-1"},
 			},
 		},
 		{

@@ -73,6 +73,11 @@ const (
 	RunInterruptedReason = "RunInterrupted"
 	// PrerequisitesMissingReason means a referenced Secret, key or artifact is missing or malformed.
 	PrerequisitesMissingReason = "PrerequisitesMissing"
+	// UserRoleInvalidReason means a role of spec.addons.userRoles cannot be
+	// used: its ConfigMap is missing or holds a key that is not a safe path,
+	// its path is outside the operator's --user-roles-dir, or the operator
+	// does not run roles from that source. Nothing runs until it is fixed.
+	UserRoleInvalidReason = "UserRoleInvalid"
 )
 
 // CertificatesValidCondition says every issued certificate is valid and outside its renewal window.

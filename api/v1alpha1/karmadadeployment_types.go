@@ -577,17 +577,24 @@ type AddonsSpec struct {
 	UserRoles []UserRole `json:"userRoles,omitempty"`
 }
 
-// UserRole is an ops team's own Ansible role, run with kao's inventory.
+// UserRole is an ops team's own Ansible role, run with kao's inventory by the
+// install run: BeforeInstall roles before kao's own plays (a failure stops the
+// run before anything is installed), AfterInstall roles after them, only when
+// every host got through the install. The role runs with the operator's
+// rights: on the hosts over SSH, and on the operator itself for the groups
+// with a local connection (members, host_cluster) or with delegate_to.
 // +kubebuilder:validation:XValidation:rule="has(self.configMapName) != has(self.path)",message="set exactly one of configMapName and path for a user role"
+// +kubebuilder:validation:XValidation:rule="!has(self.path) || self.path.endsWith('/' + self.name)",message="a user role's path must end with its name: the role directory is named after the role"
 type UserRole struct {
-	// name is the role's name; it must match the role directory's name.
+	// name is the role's name; it must match the role directory's name and
+	// must not be the name of one of kao's own roles.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]*$`
 	Name string `json:"name"`
 
-	// stage is when the role runs.
+	// stage is when the role runs: BeforeInstall or AfterInstall.
 	// +required
 	Stage UserRoleStage `json:"stage"`
 
@@ -599,18 +606,24 @@ type UserRole struct {
 	Groups []InventoryGroup `json:"groups"`
 
 	// configMapName names a ConfigMap in this namespace holding the role as files
-	// (keys are paths inside the role with "/" written as "__", for example tasks__main.yml).
+	// (keys are paths inside the role with "/" written as "__", for example tasks__main.yml;
+	// the first part is one of defaults, files, handlers, meta, tasks, templates and vars,
+	// and tasks__main.yml is required). The operator runs ConfigMap roles only when
+	// started with --configmap-user-roles.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	ConfigMapName string `json:"configMapName,omitempty"`
 
-	// path is a role directory inside the operator's image or volumes.
+	// path is a role directory inside the operator's image or volumes, under the
+	// directory the operator was started with as --user-roles-dir. Its last
+	// element is the role's name; it must hold no symbolic links.
 	// +optional
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/[-_./a-zA-Z0-9]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('//|/[.][.]?(/|$)') && !self.endsWith('/')",message="a user role's path must be a plain absolute path: no '.' or '..' segments, no '//', no trailing '/'"
 	Path string `json:"path,omitempty"`
 }
 
@@ -801,6 +814,18 @@ type KarmadaDeploymentStatus struct {
 	// playbook instead of converging the whole control plane again.
 	// +optional
 	Applied *AppliedSpec `json:"applied,omitempty"`
+
+	// certificateRenewal says when kao renews certificates next and which
+	// rotation request (annotation kao.io/rotate-certificates) it handled last.
+	// +optional
+	CertificateRenewal *CertificateRenewalStatus `json:"certificateRenewal,omitempty"`
+
+	// userRolesDigest is the sha256 of the files of spec.addons.userRoles that
+	// the last successful install run ran. When the roles' files change (a
+	// ConfigMap edited, a role directory replaced) kao runs again.
+	// +optional
+	// +kubebuilder:validation:MaxLength=71
+	UserRolesDigest string `json:"userRolesDigest,omitempty"`
 }
 
 // AppliedSpec holds digests of what successful runs applied.
@@ -816,6 +841,29 @@ type AppliedSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Members string `json:"members,omitempty"`
+}
+
+// CertificateRenewalStatus is when kao renews certificates and what it renewed last.
+type CertificateRenewalStatus struct {
+	// nextRenewalTime is when the first leaf certificate enters its renewal
+	// window (spec.certificates.renewBefore before it expires) or a CA expires.
+	// kao starts an install run then, which re-issues what is due and rolls it
+	// out with rolling restarts. Unset while nothing is due at a known time.
+	// +optional
+	NextRenewalTime *metav1.Time `json:"nextRenewalTime,omitempty"`
+
+	// lastRenewalTime is when kao last re-issued leaf certificates of a
+	// deployment that had them already.
+	// +optional
+	LastRenewalTime *metav1.Time `json:"lastRenewalTime,omitempty"`
+
+	// rotationRequest is the last value of the kao.io/rotate-certificates
+	// annotation kao acted on by re-issuing every leaf certificate. A value of
+	// more than 63 characters, or with characters other than printable ASCII,
+	// is recorded as sha256: and its digest.
+	// +optional
+	// +kubebuilder:validation:MaxLength=71
+	RotationRequest string `json:"rotationRequest,omitempty"`
 }
 
 // RunProgress is a playbook run in progress.
@@ -1081,6 +1129,12 @@ type MemberStatus struct {
 	// lastTransitionTime is when joined or ready last changed.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+	// agentCertificateNotAfter is when the karmada-agent certificate that kao
+	// last delivered to this Pull member expires. kao delivers a renewed one
+	// (the member's karmada-kubeconfig Secret, and a new Pod template so the
+	// agent restarts with it) in the next install run.
+	// +optional
+	AgentCertificateNotAfter *metav1.Time `json:"agentCertificateNotAfter,omitempty"`
 }
 
 // CertificateStatus is one certificate kao issued.

@@ -39,6 +39,8 @@ type options struct {
 	runTimeout              time.Duration
 	logRetention            int
 	watchNamespaces         string
+	userRolesDir            string
+	configMapUserRoles      bool
 }
 
 func main() {
@@ -56,6 +58,9 @@ func main() {
 	flag.DurationVar(&opts.runTimeout, "run-timeout", 60*time.Minute, "Longest a playbook run may take before it is stopped.")
 	flag.IntVar(&opts.logRetention, "log-retention", 5, "Run logs (ConfigMaps and run directories) kept per KarmadaDeployment.")
 	flag.StringVar(&opts.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch, for the namespaced RBAC of config/rbac-namespaced; every namespace when empty.")
+	flag.StringVar(&opts.userRolesDir, "user-roles-dir", "", "Directory of the operator's filesystem that user roles given by path (spec.addons.userRoles[].path) must lie under; none are run when empty.")
+	flag.BoolVar(&opts.configMapUserRoles, "configmap-user-roles", false, "Run user roles from ConfigMaps (spec.addons.userRoles[].configMapName). "+
+		"They run with the operator's rights: allow them only where whoever may write KarmadaDeployments and ConfigMaps is trusted like the operator's administrators.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -73,6 +78,9 @@ func run(opts options) error {
 	}
 	if !filepath.IsAbs(opts.stateDir) || !filepath.IsAbs(opts.playbookDir) {
 		return fmt.Errorf("--state-dir and --playbook-dir must be absolute paths")
+	}
+	if opts.userRolesDir != "" && !filepath.IsAbs(opts.userRolesDir) {
+		return fmt.Errorf("--user-roles-dir must be an absolute path, got %q", opts.userRolesDir)
 	}
 	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory %s: %w", opts.stateDir, err)
@@ -108,6 +116,8 @@ func run(opts options) error {
 		RunTimeout:              opts.runTimeout,
 		LogRetention:            opts.logRetention,
 		MaxConcurrentReconciles: opts.maxConcurrentReconciles,
+		UserRolesDir:            opts.userRolesDir,
+		ConfigMapUserRoles:      opts.configMapUserRoles,
 	})
 	if err != nil {
 		return err

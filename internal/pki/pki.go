@@ -88,6 +88,9 @@ type Request struct {
 	// RenewBefore is how long before expiry a leaf is re-issued (zero:
 	// DefaultRenewBefore). It must be shorter than Validity.
 	RenewBefore time.Duration
+	// Reissue re-issues every leaf certificate, each with a new key, whatever
+	// its state: a rotation asked for by a person. CAs and sa.key are kept.
+	Reissue bool
 }
 
 // Bundle maps file names to PEM contents: <name>.crt and <name>.key for every
@@ -152,7 +155,8 @@ var ErrInvalidRequest = errors.New("invalid certificate request")
 //
 // A leaf is re-issued, with a new key, when it is missing, unparsable, does
 // not match its key, is not signed by the current CA, expires within
-// RenewBefore, or when its subject, SANs or usages no longer match req. A leaf
+// RenewBefore, or when its subject, SANs or usages no longer match req, and
+// every leaf when req.Reissue is set. A leaf
 // whose NotAfter already equals its CA's NotAfter is not re-issued for being
 // close to expiry, since a new one could not live longer; it is re-issued with
 // the new CA once the CA has expired.
@@ -212,7 +216,7 @@ func Ensure(existing Bundle, req Request, now time.Time) (b Bundle, certs []Cert
 			continue
 		}
 		ca := cas[s.issuer]
-		if problem := leafProblem(existing, s, ca, r, now); problem == "" {
+		if problem := leafProblem(existing, s, ca, r, now); problem == "" && !r.Reissue {
 			copyPair(b, existing, s.name)
 			continue
 		}
@@ -315,4 +319,14 @@ func loadCA(b Bundle, name string, now time.Time) (*keyPair, string) {
 		return nil, "expired since " + kp.cert.NotAfter.Format(time.RFC3339)
 	}
 	return kp, ""
+}
+
+// NotAfter returns when name's certificate in b expires; ok is false when b
+// has no such certificate or it does not parse.
+func (b Bundle) NotAfter(name string) (notAfter time.Time, ok bool) {
+	c, err := parseCert(b[CertFile(name)])
+	if err != nil {
+		return time.Time{}, false
+	}
+	return c.NotAfter, true
 }

@@ -491,3 +491,42 @@ func TestEnsureKeepsAUserSuppliedIntermediateCA(t *testing.T) {
 		t.Errorf("handshake trusting only the intermediate: %v", err)
 	}
 }
+
+func TestEnsureReissueRenewsEveryLeafAndKeepsTheTrustRoots(t *testing.T) {
+	before := fresh(t)
+	req := testRequest()
+	req.Reissue = true
+	later := testNow.Add(time.Hour)
+	after, certs, changed := mustEnsure(t, before, req, later)
+
+	roots := []string{CA, FrontProxyCA, EtcdCA}
+	var leaves []string
+	for _, c := range certs {
+		if c.Issuer != "" {
+			leaves = append(leaves, c.Name)
+		}
+	}
+	if !slices.Equal(changed, leaves) {
+		t.Errorf("changed %q, want every leaf %q", changed, leaves)
+	}
+	for _, name := range roots {
+		if string(after[CertFile(name)]) != string(before[CertFile(name)]) || string(after[KeyFile(name)]) != string(before[KeyFile(name)]) {
+			t.Errorf("%s changed: a rotation keeps the CAs", name)
+		}
+	}
+	if string(after[ServiceAccountKeyFile]) != string(before[ServiceAccountKeyFile]) {
+		t.Error("sa.key changed: a rotation keeps it")
+	}
+	for _, name := range leaves {
+		if string(after[KeyFile(name)]) == string(before[KeyFile(name)]) {
+			t.Errorf("%s kept its key: a rotation issues new keys", name)
+		}
+		if got, want := mustCert(t, after, name).NotAfter, later.Add(DefaultValidity); !got.Equal(want) {
+			t.Errorf("%s expires at %s, want %s", name, got, want)
+		}
+	}
+	// Without Reissue, the rotated bundle is kept byte for byte.
+	if _, _, again := mustEnsure(t, after, testRequest(), later); len(again) != 0 {
+		t.Errorf("a call after the rotation changed %q", again)
+	}
+}

@@ -56,7 +56,10 @@ func (e *estimator) playbook(path string, depth int) (int, error) {
 	total := 0
 	for _, play := range plays {
 		if imp, ok := firstString(play, "import_playbook", "ansible.builtin.import_playbook"); ok {
-			n, err := e.playbook(filepath.Join(dir, imp), depth+1)
+			if !filepath.IsAbs(imp) {
+				imp = filepath.Join(dir, imp)
+			}
+			n, err := e.playbook(imp, depth+1)
 			if err != nil {
 				return 0, err
 			}

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,6 +66,11 @@ type Spec struct {
 	SSHConnectTimeout time.Duration
 	// Secrets are extra secret files, written under the run's secrets/ directory.
 	Secrets []File
+	// Files are files the run needs that are not secret, such as a generated
+	// playbook and the roles it runs: written under the run directory (Path
+	// relative to it, outside secrets/ and kao's own files) and kept with the
+	// run's log. Playbook may name one of them.
+	Files []File
 	// RolesPath lists directories holding roles.
 	RolesPath []string
 	// FactCacheDir keeps gathered facts between runs of one deployment.
@@ -270,8 +276,20 @@ func (s *Spec) validate() error {
 			return fmt.Errorf("roles path %q must be an absolute path of letters, digits, '-', '_', '.' and '/'", p)
 		}
 	}
-	if _, err := os.Stat(s.Playbook); err != nil {
-		return fmt.Errorf("playbook: %w", err)
+	provided := false
+	for _, f := range s.Files {
+		clean := filepath.Clean(f.Path)
+		top := strings.SplitN(filepath.ToSlash(clean), "/", 2)[0]
+		if f.Path == "" || filepath.IsAbs(f.Path) || clean != f.Path || top == ".." ||
+			slices.Contains([]string{SecretsDir, "inventory", "home", "tmp", "extravars.json", "ansible.cfg", "ansible.log"}, top) {
+			return fmt.Errorf("run file %q must be a clean relative path outside the run's own files", f.Path)
+		}
+		provided = provided || filepath.Join(s.Dir, clean) == s.Playbook
+	}
+	if !provided {
+		if _, err := os.Stat(s.Playbook); err != nil {
+			return fmt.Errorf("playbook: %w", err)
+		}
 	}
 	return nil
 }
@@ -344,6 +362,11 @@ func prepare(spec *Spec) (_ *runDir, err error) {
 	files = append(files, File{Path: "../ansible.cfg", Data: ansibleConfig(spec, keyPath, knownHosts, d.controlDir)})
 	for _, f := range files {
 		if err := writePrivate(filepath.Join(spec.Dir, SecretsDir, f.Path), f.Data); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range spec.Files {
+		if err := writePrivate(filepath.Join(spec.Dir, f.Path), f.Data); err != nil {
 			return nil, err
 		}
 	}

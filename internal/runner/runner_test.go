@@ -310,3 +310,51 @@ func TestRunDirectoryIsPrivateAndConfigured(t *testing.T) {
 		t.Errorf("extra vars file lacks the variable: %s", extra)
 	}
 }
+
+// TestGeneratedPlaybookAndRolesInTheRunDirectory runs a playbook written into
+// the run directory (Spec.Files) that imports an existing playbook by its
+// absolute path and runs a role from the run directory: the estimate counts
+// both, and the files stay with the run while refused paths never get there.
+func TestGeneratedPlaybookAndRolesInTheRunDirectory(t *testing.T) {
+	spec := newSpec(t, "progress.yml")
+	spec.Playbook = filepath.Join(spec.Dir, "playbook", "site.yml")
+	spec.RolesPath = append(spec.RolesPath, filepath.Join(spec.Dir, "extra-roles"))
+	spec.Files = []File{
+		{Path: "playbook/site.yml", Data: []byte("- ansible.builtin.import_playbook: " + testdata("progress.yml") +
+			"\n- name: Extra\n  hosts: h1\n  gather_facts: false\n  roles:\n    - role: extra\n")},
+		{Path: "extra-roles/extra/tasks/main.yml", Data: []byte("- name: Extra | Say hello\n  ansible.builtin.debug:\n    msg: extra\n")},
+	}
+	base := newSpec(t, "progress.yml")
+	want, err := EstimateResults(base.Playbook, base.RolesPath, base.Groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Succeeded {
+		t.Fatalf("the run failed: %+v", res)
+	}
+	if res.Progress.TasksTotal != want+1 || res.Progress.TasksDone != res.Progress.TasksTotal {
+		t.Errorf("progress %d/%d, want %d/%d: the imported playbook and the extra role both count",
+			res.Progress.TasksDone, res.Progress.TasksTotal, want+1, want+1)
+	}
+	if s := res.Hosts["h1"]; s.OK == 0 || res.Hosts["h1"].OK != res.Hosts["h2"].OK+1 {
+		t.Errorf("the extra role did not run on h1 alone: %+v", res.Hosts)
+	}
+	if st, err := os.Stat(filepath.Join(spec.Dir, "extra-roles", "extra", "tasks", "main.yml")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the role file is not kept private in the run directory: %v", err)
+	}
+
+	for _, bad := range []string{"../escape.yml", "/abs.yml", "secrets/x", "ansible.cfg", "a/../b", ""} {
+		s := newSpec(t, "progress.yml")
+		s.Files = []File{{Path: bad, Data: []byte("x")}}
+		if _, err := Run(context.Background(), s); err == nil {
+			t.Errorf("run file %q was accepted", bad)
+		}
+		if _, err := os.Stat(s.Dir); err == nil {
+			t.Errorf("run file %q: the run directory was created", bad)
+		}
+	}
+}

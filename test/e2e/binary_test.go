@@ -331,14 +331,19 @@ func TestBinaryInstall(t *testing.T) {
 
 	// Members: three Push and one Pull member join through the operator;
 	// status.members and MembersReady follow Karmada's Cluster objects.
-	agentRestarts := joinMembers(t, kd, dc, kubectl)
+	agent := joinMembers(t, kd, dc, kubectl)
 
 	// etcd: back up, lose 200 Karmada objects, restore them
 	// (restore_test.go), on this control plane with its members joined: the
 	// step costs the restore, not a second install, and shows the members
 	// Ready again after it.
 	t.Run("EtcdBackup and EtcdRestore", func(t *testing.T) { backupAndRestore(t, dc, kd) })
-	t.Logf("the Pull member's karmada-agent was restarted %d times by the test's kubelet", agentRestarts())
+
+	// Certificates valid for minutes are renewed ahead of expiry without a
+	// human and rotated on request, and user roles run around the install,
+	// while karmada-apiserver keeps answering (certificates_test.go).
+	t.Run("Certificate renewal, rotation and user roles", func(t *testing.T) { renewAndRotate(t, dc, kd, agent) })
+	t.Logf("the Pull member's karmada-agent was restarted %d times by the test's kubelet", agent.restarts())
 
 	// No byte of the SSH key or of any private key kao issued appears anywhere
 	// kao writes: the status and Events of the deployment, its backups and

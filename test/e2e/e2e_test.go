@@ -86,6 +86,7 @@ func startOperator(t testing.TB, ns string) string {
 			RunTimeout:              10 * time.Minute,
 			MaxConcurrentReconciles: 2,
 			ProbeInterval:           3 * time.Second,
+			ConfigMapUserRoles:      true,
 		})
 	})
 	return stateDir

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,12 +57,66 @@ func updateSpec(t testing.TB, kd *kaov1.KarmadaDeployment, change func(*kaov1.Ka
 	}
 }
 
+// pullAgent plays the kubelet of the Pull member for its karmada-agent
+// Deployment: it runs the bundle's karmada-agent with the Deployment's
+// command line and the kubeconfig Secret the operator created in the member.
+type pullAgent struct {
+	kubectl          string
+	memberKubeconfig string
+	dir              string
+	stop             func()
+	current          func() int
+	// earlier counts the restarts of the agents rolled out before.
+	earlier int
+	// started counts the agents started, one per rollout.
+	started int
+}
+
+// start reads the Deployment and the Secret from the member and runs the
+// agent they describe.
+func (a *pullAgent) start(t *testing.T) (image string, kubeconfig []byte) {
+	t.Helper()
+	image, command, kubeconfig := members.ReadAgent(context.Background(), t, a.kubectl, a.memberKubeconfig)
+	a.started++
+	kc := filepath.Join(a.dir, fmt.Sprintf("agent-%d.kubeconfig", a.started))
+	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agentBin := filepath.Join(artifactsDir, "karmada", "v1.18.1", "bin", "karmada-agent")
+	a.stop, a.current = members.StartAgent(t, agentBin, filepath.Join(a.dir, fmt.Sprintf("karmada-agent-%d.log", a.started)),
+		members.AgentArgs(t, command, kc, a.memberKubeconfig))
+	return image, kubeconfig
+}
+
+// roll does what the member's kubelet does when the Deployment's Pod
+// template changed: it stops the running agent and starts the new one.
+func (a *pullAgent) roll(t *testing.T) []byte {
+	t.Helper()
+	a.earlier += a.current()
+	a.stop()
+	_, kubeconfig := a.start(t)
+	return kubeconfig
+}
+
+// restarts is how often the test's kubelet restarted an agent that exited.
+func (a *pullAgent) restarts() int { return a.earlier + a.current() }
+
+// template reads an annotation of the agent Deployment's Pod template.
+func (a *pullAgent) template(t *testing.T, annotation string) string {
+	t.Helper()
+	out, err := members.Kubectl(context.Background(), a.kubectl, a.memberKubeconfig, "-n", "karmada-system", "get", "deployment", "karmada-agent",
+		"-o", "jsonpath={.spec.template.metadata.annotations."+strings.ReplaceAll(annotation, ".", "\\.")+"}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // joinMembers starts four real member clusters on the test hosts' gateway,
 // joins three in Push mode and one in Pull mode through the operator, plays
 // the Pull member's kubelet, propagates a Deployment, and unjoins one Push
-// member by removing it from the spec. It returns how often the test's
-// kubelet has restarted the Pull member's karmada-agent.
-func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, kubectl func(args ...string) string) (agentRestarts func() int) {
+// member by removing it from the spec. It returns the Pull member's agent.
+func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, kubectl func(args ...string) string) *pullAgent {
 	t.Helper()
 	ctx := context.Background()
 	clusters := members.Start(t, 4, members.Options{Address: dc.Gateway()})
@@ -110,19 +165,14 @@ func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, k
 	if err := os.WriteFile(pullKubeconfig, clusters[3].Kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	image, command, agentKubeconfig := members.ReadAgent(ctx, t, kubectlBin, pullKubeconfig)
+	agent := &pullAgent{kubectl: kubectlBin, memberKubeconfig: pullKubeconfig, dir: dir}
+	image, agentKubeconfig := agent.start(t)
 	if want := e2eRegistry + "/karmada/karmada-agent:v1.18.1"; image != want {
 		t.Errorf("karmada-agent's image is %q, want %q", image, want)
 	}
 	if strings.Contains(string(agentKubeconfig), "admin-client") || strings.Contains(string(agentKubeconfig), "system:masters") {
 		t.Error("the Pull member was handed an administrator's kubeconfig")
 	}
-	agentKC := filepath.Join(dir, "agent.kubeconfig")
-	if err := os.WriteFile(agentKC, agentKubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	agentBin := filepath.Join(artifactsDir, "karmada", "v1.18.1", "bin", "karmada-agent")
-	_, agentRestarts = members.StartAgent(t, agentBin, filepath.Join(dir, "karmada-agent.log"), members.AgentArgs(t, command, agentKC, pullKubeconfig))
 	all := waitForCondition(t, kd, kaov1.MembersReadyCondition, metav1.ConditionTrue, kaov1.AllMembersReadyReason, 3*time.Minute)
 	if all.Status.ReadyMembers != "4/4" {
 		t.Errorf("readyMembers %q, want 4/4", all.Status.ReadyMembers)
@@ -211,5 +261,5 @@ spec:
 	if get(t, kd).Status.ReadyMembers != "3/3" {
 		t.Errorf("readyMembers after the unjoin: %q, want 3/3", get(t, kd).Status.ReadyMembers)
 	}
-	return agentRestarts
+	return agent
 }

@@ -5,12 +5,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/test/hosts"
+	"github.com/kao-io/kao/test/readiness"
 )
 
 // TestKarmadaAPIServer installs managed etcd on three hosts and
@@ -183,6 +187,55 @@ func TestKarmadaAPIServer(t *testing.T) {
 		}
 	})
 
+	step("rolls renewed certificates out one host at a time, never without a ready API server", func(t *testing.T) {
+		req := pki.Request{EtcdHosts: pkiHosts(hs), APIServerHosts: pkiHosts(apiHosts), Endpoint: apiHosts[0].Address + ":5443", Reissue: true}
+		renewed, _, changed, err := pki.Ensure(bundlePKI, req, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range renewed {
+			if err := os.WriteFile(filepath.Join(pkiDir, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		admin, err := tls.X509KeyPair(bundlePKI[pki.CertFile(pki.AdminClient)], bundlePKI[pki.KeyFile(pki.AdminClient)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls := []string{apiURL(apiHosts[0]), apiURL(apiHosts[1])}
+		started := time.Now()
+		prober := readiness.Start(urls, admin, caPool(t, bundlePKI), 200*time.Millisecond)
+		r := a.playbook(t, inv, vars, install)
+		report := prober.Stop()
+		r.mustSucceed(t, names...)
+		t.Logf("renewed %d certificates in %s: %s", len(changed), time.Since(started).Round(time.Second), report)
+		for _, o := range report.Outages() {
+			t.Errorf("no API server was ready at %s: %v", o.At.Format(time.RFC3339Nano), o.Errors)
+		}
+		want := certSerial(t, renewed, pki.APIServerServer)
+		for _, u := range urls {
+			if got := report.LastSerial(u); got == nil || got.Cmp(want) != 0 {
+				t.Errorf("%s serves certificate %v after the run, want the renewed %v", u, got, want)
+			}
+		}
+		// Each member and each API server went down only after the previous
+		// one was back, and the leader handed its leadership on first.
+		for _, unit := range []struct {
+			name string
+			on   []string
+		}{{"karmada-etcd", names}, {"karmada-apiserver", []string{apiHosts[0].Name, apiHosts[1].Name}}} {
+			ws := restartWindows(ctx, t, dc, unit.name, unit.on)
+			for i := 1; i < len(ws); i++ {
+				if ws[i].down < ws[i-1].up {
+					t.Errorf("two %s were down at once: %+v", unit.name, ws)
+				}
+			}
+		}
+		if !strings.Contains(r.out, "Etcd | Restart | Hand the leadership to another member") {
+			t.Errorf("the run did not move etcd's leadership before restarting the leader:\n%s", r.out)
+		}
+	})
+
 	step("uninstalls", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, uninstall)
 		r.mustSucceed(t, names...)
@@ -296,4 +349,47 @@ func processArgv(ctx context.Context, t *testing.T, dc *hosts.Cluster, host, ser
 		t.Fatalf("cmdline of %s on %s: %v", service, host, err)
 	}
 	return strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+}
+
+// certSerial is the serial number of name's certificate in b.
+func certSerial(t *testing.T, b pki.Bundle, name string) *big.Int {
+	t.Helper()
+	block, _ := pem.Decode(b[pki.CertFile(name)])
+	if block == nil {
+		t.Fatalf("no %s in the bundle", pki.CertFile(name))
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.SerialNumber
+}
+
+// window is when a service last went down and came up again, in the host's
+// monotonic clock (the test hosts share the machine's).
+type window struct{ down, up int64 }
+
+// restartWindows reads the last restart of unit on each host, sorted by when
+// it went down; a unit that was not restarted fails the test.
+func restartWindows(ctx context.Context, t *testing.T, dc *hosts.Cluster, unit string, on []string) []window {
+	t.Helper()
+	var ws []window
+	for _, h := range on {
+		out, err := dc.Run(ctx, h, "systemctl show -p InactiveEnterTimestampMonotonic -p ActiveEnterTimestampMonotonic "+unit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		props := map[string]int64{}
+		for _, line := range strings.Fields(out) {
+			k, v, _ := strings.Cut(line, "=")
+			props[k], _ = strconv.ParseInt(v, 10, 64)
+		}
+		down, up := props["InactiveEnterTimestampMonotonic"], props["ActiveEnterTimestampMonotonic"]
+		if down == 0 || up < down {
+			t.Fatalf("%s was not restarted on %s: %q", unit, h, out)
+		}
+		ws = append(ws, window{down: down, up: up})
+	}
+	slices.SortFunc(ws, func(x, y window) int { return int(x.down - y.down) })
+	return ws
 }

@@ -1,0 +1,450 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/controllers"
+	"github.com/kao-io/kao/internal/pki"
+	"github.com/kao-io/kao/test/hosts"
+	"github.com/kao-io/kao/test/readiness"
+)
+
+// Certificate lifetimes of the renewal test. A run that restarts every
+// component on the three hosts takes about three minutes on a 2-core machine
+// busy with other tests (seven before API servers stopped in seconds): the
+// renewal window opens one minute after an issue, so the renewal follows the
+// rotation at once, and the fifteen minutes left leave room for both runs
+// before the rotated certificates expire. The lifetime costs no wall time.
+const (
+	shortValidity    = 16 * time.Minute
+	shortRenewBefore = 15 * time.Minute
+)
+
+// readPKISecret reads the deployment's PKI Secret.
+func readPKISecret(t testing.TB, kd *kaov1.KarmadaDeployment) pki.Bundle {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: kd.Namespace, Name: kd.Name + "-pki"}, s); err != nil {
+		t.Fatal(err)
+	}
+	return pki.Bundle(s.Data)
+}
+
+// parseCert parses name's certificate in b.
+func parseCert(t testing.TB, b pki.Bundle, name string) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(b[pki.CertFile(name)])
+	if block == nil {
+		t.Fatalf("the PKI Secret has no %s", pki.CertFile(name))
+		return nil
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// proberCredential issues, with kao's CA, the prober's own client
+// certificate: a monitoring system has its own identity, valid whatever kao
+// renews meanwhile.
+func proberCredential(t testing.TB, b pki.Bundle) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	ca := parseCert(t, b, pki.CA)
+	block, _ := pem.Decode(b[pki.KeyFile(pki.CA)])
+	if block == nil {
+		t.Fatal("the PKI Secret has no CA key")
+		return tls.Certificate{}, nil
+	}
+	caKey, err := x509.ParseECPrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "e2e-readyz-prober", Organization: []string{"system:masters"}},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(2 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+// changeDeployment changes the deployment's annotations and spec in one
+// update, retrying on conflicts with the operator's status writes.
+func changeDeployment(t testing.TB, kd *kaov1.KarmadaDeployment, change func(*kaov1.KarmadaDeployment)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := get(t, kd)
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		change(cur)
+		return k8s.Update(context.Background(), cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leaves lists the leaf certificates of status.certificates.
+func leaves(kd *kaov1.KarmadaDeployment) []string {
+	var out []string
+	for _, c := range kd.Status.Certificates {
+		if c.Name != pki.CA && c.Name != pki.FrontProxyCA && c.Name != pki.EtcdCA {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// statusNotAfter is a certificate's expiry in status.certificates.
+func statusNotAfter(kd *kaov1.KarmadaDeployment, name string) time.Time {
+	for _, c := range kd.Status.Certificates {
+		if c.Name == name {
+			return c.NotAfter.Time
+		}
+	}
+	return time.Time{}
+}
+
+// motdRole and diskSpaceRole are the README's worked example of user roles:
+// a message of the day on the control-plane hosts after the install, and a
+// free-space check on the etcd hosts before it.
+func motdRole(ns string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "motd-role", Namespace: ns},
+		Data: map[string]string{
+			"defaults__main.yml": "motd_text: Karmada control plane host, managed by kao. Local changes are overwritten.\n",
+			"templates__motd.j2": "{{ motd_text }}\nHost: {{ inventory_hostname }}\n",
+			"tasks__main.yml": `- name: Motd | Write the message of the day
+  ansible.builtin.template:
+    src: motd.j2
+    dest: /etc/motd
+    owner: root
+    group: root
+    mode: "0644"
+`,
+		},
+	}
+}
+
+func diskSpaceRole(ns string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "disk-space-role", Namespace: ns},
+		Data: map[string]string{
+			"defaults__main.yml": "disk_space_path: /var/lib\ndisk_space_min_mib: 64\n",
+			"tasks__main.yml": `- name: Disk space | Measure the free space
+  ansible.builtin.command:
+    argv: [df, --output=avail, --block-size=1M, "{{ disk_space_path }}"]
+  register: disk_space_df
+  changed_when: false
+  check_mode: false
+
+- name: Disk space | Require enough free space
+  ansible.builtin.assert:
+    that: disk_space_free | int >= disk_space_min_mib | int
+    fail_msg: "{{ disk_space_path }} has {{ disk_space_free }} MiB free, less than {{ disk_space_min_mib }} MiB"
+    quiet: true
+  vars:
+    disk_space_free: "{{ disk_space_df.stdout_lines | last | trim }}"
+`,
+		},
+	}
+}
+
+// renewAndRotate runs on TestBinaryInstall's control plane (three hosts,
+// two API servers, three members joined, one in Pull mode). A prober asks
+// both karmada-apiservers for /readyz every 200 ms throughout. In Binary
+// mode clients reach karmada-apiserver through an endpoint, a VIP or a load
+// balancer that health-checks the API servers, so what clients see is
+// whether at least one API server is ready: that is what the prober checks
+// (this test ground's endpoint is the first host itself, with no balancer).
+//
+//  1. One change sets certificates valid for 16 minutes, renewed 15 minutes
+//     before they expire, the two user roles of the README's example, and
+//     kao.io/rotate-certificates: every leaf is re-issued with the short
+//     lifetime and the roles run on their groups.
+//  2. Without any change, the operator renews the certificates: their
+//     renewal window opens a minute after the rotation issued them, so the
+//     renewal starts as soon as the rotation's run ends (or a minute after
+//     it started), and must end before they expire. status.certificates
+//     moves on, the Pull member's agent certificate is delivered.
+//  3. While the renewal runs, a new value of the annotation with the default
+//     lifetime asks for a rotation: it runs right after the renewal, before
+//     the renewed certificates' window opens again.
+//
+// Both API servers serve the rotated, the renewed and the rotated again
+// certificate in turn, and no round of the prober finds neither ready. The
+// short window keeps the step's wall time to three runs, with no idle wait.
+func renewAndRotate(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, agent *pullAgent) {
+	ctx := context.Background()
+	ns := kd.Namespace
+	nodes := dc.Hosts()
+	started := time.Now()
+	before := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 5*time.Minute)
+	original := readPKISecret(t, before)
+
+	cred, roots := proberCredential(t, original)
+	urls := []string{"https://" + nodes[0].Address + ":5443", "https://" + nodes[1].Address + ":5443"}
+	prober := readiness.Start(urls, cred, roots, 200*time.Millisecond)
+	stopped := false
+	defer func() {
+		if !stopped {
+			prober.Stop()
+		}
+	}()
+	for _, cm := range []*corev1.ConfigMap{motdRole(ns), diskSpaceRole(ns)} {
+		if err := k8s.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runTime := func(rs *kaov1.RunStatus) time.Duration { return rs.EndTime.Sub(rs.StartTime.Time).Round(time.Second) }
+
+	// 1. Rotate into short-lived certificates, with the user roles.
+	changeDeployment(t, kd, func(cur *kaov1.KarmadaDeployment) {
+		cur.Annotations[controllers.RotateCertificatesAnnotation] = "e2e-short-lived"
+		cur.Spec.Certificates = kaov1.CertificatesSpec{
+			Validity:    &metav1.Duration{Duration: shortValidity},
+			RenewBefore: &metav1.Duration{Duration: shortRenewBefore},
+		}
+		cur.Spec.Addons.UserRoles = []kaov1.UserRole{
+			{Name: "disk_space", Stage: kaov1.BeforeInstallStage, Groups: []kaov1.InventoryGroup{"etcd"}, ConfigMapName: "disk-space-role"},
+			{Name: "motd", Stage: kaov1.AfterInstallStage, Groups: []kaov1.InventoryGroup{"karmada_control_plane"}, ConfigMapName: "motd-role"},
+		}
+	})
+	rotated := waitForRun(t, kd, 10*time.Minute)
+	r1 := rotated.Status.LastRun
+	if r1.Result != kaov1.RunSucceeded {
+		t.Fatalf("the rotation into short-lived certificates failed: %+v", r1)
+	}
+	t.Logf("rotation run %s took %s", r1.ID, runTime(r1))
+	if r := rotated.Status.CertificateRenewal; r == nil || r.RotationRequest != "e2e-short-lived" {
+		t.Fatalf("status.certificateRenewal after the rotation: %+v", r)
+	}
+	short := readPKISecret(t, rotated)
+	for _, name := range leaves(rotated) {
+		if string(short[pki.KeyFile(name)]) == string(original[pki.KeyFile(name)]) {
+			t.Errorf("the rotation kept %s", name)
+		}
+		if end := statusNotAfter(rotated, name); end.Sub(r1.StartTime.Time) > shortValidity+time.Minute {
+			t.Errorf("%s expires at %s: not short-lived", name, end)
+		}
+	}
+	if string(short[pki.CertFile(pki.CA)]) != string(original[pki.CertFile(pki.CA)]) {
+		t.Error("the rotation replaced the CA")
+	}
+	// The user roles ran on their groups: the message of the day is on the
+	// control-plane hosts (nodes 1 and 2), not on the first.
+	for i, n := range nodes {
+		out, err := dc.Run(ctx, n.Name, "cat /etc/motd 2>/dev/null || true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "Karmada control plane host, managed by kao. Local changes are overwritten.\nHost: " + n.Name + "\n"
+		switch {
+		case i > 0 && out != want:
+			t.Errorf("/etc/motd on control-plane host %s is %q, want %q", n.Name, out, want)
+		case i == 0 && strings.Contains(out, "managed by kao"):
+			t.Errorf("the motd role ran on %s, which is not a control-plane host", n.Name)
+		}
+	}
+	if rotated.Status.UserRolesDigest == "" {
+		t.Error("status.userRolesDigest is empty after a run with user roles")
+	}
+	shortEnd := statusNotAfter(rotated, pki.APIServerServer)
+
+	// 2. Nothing changes; the operator starts the renewal on its own.
+	var renewing *kaov1.KarmadaDeployment
+	waitFor(t, shortValidity, "a renewal run", func() bool {
+		renewing = get(t, kd)
+		p := renewing.Status.Progress
+		return p != nil && p.RunID != r1.ID || renewing.Status.LastRun.ID != r1.ID
+	})
+	if renewing.Status.Progress == nil {
+		t.Fatalf("a run after the rotation ended before the test saw it start: %+v", renewing.Status.LastRun)
+	}
+	r2ID := renewing.Status.Progress.RunID
+	if renewing.Generation != rotated.Generation {
+		t.Fatalf("the spec changed (generation %d to %d): the renewal must need no change", rotated.Generation, renewing.Generation)
+	}
+	if got := statusNotAfter(renewing, pki.APIServerServer); !got.After(shortEnd) {
+		t.Errorf("status.certificates: karmada-apiserver-server expires at %s in the renewal, was %s", got, shortEnd)
+	}
+	renewedPKI := readPKISecret(t, renewing)
+	renewedAgentEnd := statusNotAfter(renewing, pki.AgentClient("pull-d"))
+	if r := renewing.Status.CertificateRenewal; r == nil || r.LastRenewalTime == nil || r.LastRenewalTime.Before(&r1.EndTime) {
+		t.Errorf("status.certificateRenewal in the renewal: %+v", r)
+	}
+	renewingEvent := false
+	for _, e := range deploymentEvents(t, kd) {
+		renewingEvent = renewingEvent || e.Reason == "CertificatesRenewing" && strings.Contains(e.Note, "renewal window")
+	}
+	if !renewingEvent {
+		t.Error("no CertificatesRenewing Event")
+	}
+
+	// 3. Ask for another rotation while the renewal runs.
+	changeDeployment(t, kd, func(cur *kaov1.KarmadaDeployment) {
+		cur.Annotations[controllers.RotateCertificatesAnnotation] = "e2e-back-to-a-year"
+		cur.Spec.Certificates = kaov1.CertificatesSpec{}
+	})
+	var renewed *kaov1.KarmadaDeployment
+	waitFor(t, 10*time.Minute, "the end of the renewal run", func() bool {
+		renewed = get(t, kd)
+		return renewed.Status.LastRun.ID == r2ID
+	})
+	r2 := renewed.Status.LastRun
+	if r2.Result != kaov1.RunSucceeded {
+		t.Fatalf("the renewal run failed: %+v", r2)
+	}
+	t.Logf("renewal run %s took %s", r2.ID, runTime(r2))
+	if !r2.EndTime.Time.Before(shortEnd) {
+		t.Errorf("the renewal ran from %s to %s; the certificates it renewed expired at %s", r2.StartTime, r2.EndTime, shortEnd)
+	}
+	for _, m := range renewed.Status.Members {
+		if m.Name == "pull-d" && (m.AgentCertificateNotAfter == nil || !m.AgentCertificateNotAfter.Time.Equal(renewedAgentEnd)) {
+			t.Errorf("status.members[pull-d].agentCertificateNotAfter is %v, want the renewed %s", m.AgentCertificateNotAfter, renewedAgentEnd)
+		}
+	}
+
+	final := waitForRun(t, kd, 10*time.Minute)
+	r3 := final.Status.LastRun
+	if r3.Result != kaov1.RunSucceeded || r3.ID == r2.ID {
+		t.Fatalf("the second rotation: %+v", r3)
+	}
+	t.Logf("rotation run %s took %s", r3.ID, runTime(r3))
+	finalPKI := readPKISecret(t, final)
+	for _, name := range leaves(final) {
+		if string(finalPKI[pki.KeyFile(name)]) == string(renewedPKI[pki.KeyFile(name)]) {
+			t.Errorf("the second rotation kept %s", name)
+		}
+		if left := time.Until(statusNotAfter(final, name)); left < 300*24*time.Hour {
+			t.Errorf("%s expires in %s after the rotation to the default lifetime", name, left)
+		}
+	}
+	if r := final.Status.CertificateRenewal; r == nil || r.RotationRequest != "e2e-back-to-a-year" {
+		t.Errorf("status.certificateRenewal after the second rotation: %+v", r)
+	}
+
+	// Both API servers served each certificate in turn, and never were both
+	// not ready.
+	serials := []*big.Int{
+		parseCert(t, short, pki.APIServerServer).SerialNumber,
+		parseCert(t, renewedPKI, pki.APIServerServer).SerialNumber,
+		parseCert(t, finalPKI, pki.APIServerServer).SerialNumber,
+	}
+	waitFor(t, 30*time.Second, "both API servers serving the rotated certificate", func() bool {
+		snap := prober.Snapshot()
+		for _, u := range urls {
+			if s := snap.LastSerial(u); s == nil || s.Cmp(serials[2]) != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	stopped = true
+	report := prober.Stop()
+	t.Logf("readyz prober: %s", report)
+	for _, o := range report.Outages() {
+		t.Errorf("neither API server was ready at %s: %v", o.At.Format(time.RFC3339Nano), o.Errors)
+	}
+	for _, u := range urls {
+		if !inOrder(report.Serials[u], serials) {
+			t.Errorf("%s served the certificates %v; want the rotated, the renewed and the rotated again %v in that order", u, report.Serials[u], serials)
+		}
+	}
+
+	// The Pull member has the rotated agent certificate, and a new Pod
+	// template so its agents restart with it; the test's kubelet rolls them
+	// and the member is Ready with it.
+	agentCert := finalPKI[pki.CertFile(pki.AgentClient("pull-d"))]
+	sum := sha256.Sum256(agentCert)
+	if got := agent.template(t, "kao.io/agent-certificate-sha256"); got != hex.EncodeToString(sum[:]) {
+		t.Errorf("the agent's Pod template names certificate %q, want the rotated one %x", got, sum)
+	}
+	if !kubeconfigHasCert(agent.roll(t), agentCert) {
+		t.Error("the Pull member's karmada-kubeconfig Secret lacks the rotated agent certificate")
+	}
+	// The exported admin kubeconfig follows.
+	waitFor(t, time.Minute, "the exported kubeconfig with the rotated admin certificate", func() bool {
+		ref := get(t, kd).Status.KubeconfigSecretRef
+		s := &corev1.Secret{}
+		return ref != nil && k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, s) == nil &&
+			kubeconfigHasCert(s.Data[ref.Key], finalPKI[pki.CertFile(pki.AdminClient)])
+	})
+	waitForCondition(t, kd, kaov1.MembersReadyCondition, metav1.ConditionTrue, kaov1.AllMembersReadyReason, 3*time.Minute)
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	t.Logf("renewal and rotation took %s", time.Since(started).Round(time.Second))
+}
+
+// inOrder tells whether want appears in got in order, other values between
+// them allowed.
+func inOrder(got, want []*big.Int) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g.Cmp(want[i]) == 0 {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// kubeconfigHasCert tells whether a user of the kubeconfig presents the
+// PEM certificate cert.
+func kubeconfigHasCert(kubeconfig, cert []byte) bool {
+	cfg, err := clientcmd.Load(kubeconfig)
+	want, _ := pem.Decode(cert)
+	if err != nil || want == nil {
+		return false
+	}
+	for _, u := range cfg.AuthInfos {
+		if got, _ := pem.Decode(u.ClientCertificateData); got != nil && string(got.Bytes) == string(want.Bytes) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitFor polls ok until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, timeout)
+		}
+		time.Sleep(time.Second)
+	}
+}
