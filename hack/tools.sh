@@ -19,10 +19,15 @@ CACHE="${KAO_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kao/tools}"
 KUBERNETES_VERSION="v1.35.4"
 ETCD_VERSION="v3.6.6"
 KARMADA_VERSION="v1.18.1"
+# KARMADA_PREVIOUS_VERSION is the Karmada version upgrades are tested from: its
+# set (karmada-<version>, module hack/tools/karmada-<version>) builds only the
+# components kao installs on hosts, against the dependencies of the current
+# set's module, so most of its build comes from the Go build cache.
+KARMADA_PREVIOUS_VERSION="v1.17.1"
 CONTROLLER_GEN_VERSION="v0.20.0"
 GOLANGCI_LINT_VERSION="v2.6.2"
 
-ALL_SETS=(kubernetes etcd karmada controller-gen golangci-lint)
+ALL_SETS=(kubernetes etcd karmada "karmada-$KARMADA_PREVIOUS_VERSION" controller-gen golangci-lint)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -32,6 +37,7 @@ set_version() {
 	kubernetes) echo "$KUBERNETES_VERSION" ;;
 	etcd) echo "$ETCD_VERSION" ;;
 	karmada) echo "$KARMADA_VERSION" ;;
+	"karmada-$KARMADA_PREVIOUS_VERSION") echo "$KARMADA_PREVIOUS_VERSION" ;;
 	controller-gen) echo "$CONTROLLER_GEN_VERSION" ;;
 	golangci-lint) echo "$GOLANGCI_LINT_VERSION" ;;
 	*)
@@ -50,7 +56,10 @@ set_key() {
 	if [[ -f "$ROOT/hack/tools/$set/go.sum" ]]; then
 		digest="-$(cat "$ROOT/hack/tools/$set/go.mod" "$ROOT/hack/tools/$set/go.sum" | sha256sum | cut -c1-12)"
 	fi
-	echo "${set}-${version}${digest}-$(go env GOOS)-$(go env GOARCH)"
+	# A set named for its version (karmada-v1.17.1) does not repeat it.
+	local name="$set"
+	[[ "$set" == *"-$version" ]] || name="$set-$version"
+	echo "${name}${digest}-$(go env GOOS)-$(go env GOARCH)"
 }
 
 set_dir() { echo "$CACHE/$(set_key "$1")/bin"; }
@@ -100,17 +109,21 @@ build_set() {
 			go.etcd.io/etcd/etcdctl/v3=etcdctl \
 			go.etcd.io/etcd/etcdutl/v3=etcdutl
 		;;
-	karmada)
-		local K=github.com/karmada-io/karmada/cmd ld
-		ld="-s -w -X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
+	karmada | "karmada-$KARMADA_PREVIOUS_VERSION")
+		local K=github.com/karmada-io/karmada/cmd ld v
+		v="$(set_version "$set")"
+		ld="-s -w -X github.com/karmada-io/karmada/pkg/version.gitVersion=$v"
 		ld+=" -X github.com/karmada-io/karmada/pkg/version.gitTreeState=clean"
-		build_module_tools karmada "$tmp/bin" "$ld" \
-			"$K/aggregated-apiserver=karmada-aggregated-apiserver" \
-			"$K/controller-manager=karmada-controller-manager" \
-			"$K/scheduler=karmada-scheduler" \
-			"$K/webhook=karmada-webhook" \
-			"$K/agent=karmada-agent" \
-			"$K/karmadactl=karmadactl"
+		local bins=(
+			"$K/aggregated-apiserver=karmada-aggregated-apiserver"
+			"$K/controller-manager=karmada-controller-manager"
+			"$K/scheduler=karmada-scheduler"
+			"$K/webhook=karmada-webhook"
+		)
+		# The agent (pull-mode members) and karmadactl only of the current
+		# version: the previous one serves upgrade tests of the control plane.
+		[[ "$set" != karmada ]] || bins+=("$K/agent=karmada-agent" "$K/karmadactl=karmadactl")
+		build_module_tools "$set" "$tmp/bin" "$ld" "${bins[@]}"
 		;;
 	controller-gen)
 		log "  building controller-gen"
@@ -156,7 +169,7 @@ assets)
 	;;
 env)
 	for s in "${ALL_SETS[@]}"; do
-		var="KAO_$(echo "$s" | tr 'a-z-' 'A-Z_')_BIN"
+		var="KAO_$(echo "$s" | tr 'a-z.-' 'A-Z__')_BIN"
 		echo "export $var=$(set_dir "$s")"
 	done
 	;;
