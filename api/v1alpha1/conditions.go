@@ -73,6 +73,12 @@ const (
 	RunInterruptedReason = "RunInterrupted"
 	// PrerequisitesMissingReason means a referenced Secret, key or artifact is missing or malformed.
 	PrerequisitesMissingReason = "PrerequisitesMissing"
+	// DowngradeRefusedReason means the spec asks for a version older than one
+	// that runs; kao does not downgrade, and started nothing.
+	DowngradeRefusedReason = "DowngradeRefused"
+	// UpgradeBackupFailedReason means the etcd snapshot an upgrade takes first
+	// failed; the upgrade did not start.
+	UpgradeBackupFailedReason = "UpgradeBackupFailed"
 )
 
 // CertificatesValidCondition says every issued certificate is valid and outside its renewal window.
