@@ -59,6 +59,8 @@ type KarmadaDeploymentReconciler struct {
 	ReadyzProber probe.ReadyzProber
 	// KarmadaProber checks karmada-webhook, leader leases and APIServices; probe.Karmada when nil.
 	KarmadaProber probe.KarmadaProber
+	// VersionProber asks API servers for /version; probe.APIVersions when nil.
+	VersionProber probe.VersionProber
 	// Clock tells the time; a fake in tests moves backoff along.
 	Clock clock.PassiveClock
 	// Options are the operator's settings: directories, limits, intervals.
@@ -146,6 +148,8 @@ func (r *KarmadaDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 type scope struct {
 	kd   *kaov1.KarmadaDeployment
 	base *kaov1.KarmadaDeployment
+	// upgrade is what the run starting now moves, when it is an upgrade.
+	upgrade *upgradePlan
 }
 
 // patchStatus writes the status changes of this reconcile, if any.
@@ -189,8 +193,13 @@ func (r *KarmadaDeploymentReconciler) reconcileNormal(ctx context.Context, s *sc
 		setCertificatesCondition(kd, now)
 		return ctrl.Result{RequeueAfter: r.observe(ctx, kd)}, nil
 	}
-	ctrl.LoggerFrom(ctx).Info("Starting a run", "playbook", installPlaybook, "reason", decision.reason)
-	return r.startRun(ctx, s, installPlaybook)
+	playbook, plan, err := r.decidePlaybook(ctx, kd)
+	if err != nil {
+		return r.refuseRun(kd, now, kaov1.DowngradeRefusedReason, err.Error()), nil
+	}
+	s.upgrade = plan
+	ctrl.LoggerFrom(ctx).Info("Starting a run", "playbook", playbook, "reason", decision.reason)
+	return r.startRun(ctx, s, playbook)
 }
 
 // staleCacheRequeueAfter is how soon to look again when the cache has not yet
@@ -237,7 +246,10 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	dir := filepath.Join(runsDir(r.StateDir, kd.UID), runID)
 
 	in, err := r.gatherInputs(ctx, kd)
-	if err == nil && playbook == installPlaybook {
+	if err == nil {
+		in.upgrade = s.upgrade
+	}
+	if err == nil && (playbook == installPlaybook || playbook == upgradePlaybook) {
 		in.pki, err = r.ensurePKI(ctx, kd, now)
 	} else if err == nil && kd.Status.Certificates != nil {
 		in.pki, err = r.readPKI(ctx, kd) // uninstall needs no new certificates
@@ -262,6 +274,9 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	total, _ := runner.EstimateResults(spec.Playbook, spec.RolesPath, spec.Groups)
 	kd.Status.Progress = progressStatus(runID, playbook, now, runner.Progress{TasksTotal: total}, now)
 	setRunningCondition(kd, runID, playbook)
+	if s.upgrade != nil {
+		kd.Status.Upgrade = s.upgrade.status(runID, kd.Generation, now)
+	}
 	// The run's own status writes start only after this one landed.
 	if err := r.patchStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -286,7 +301,11 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	playbook := filepath.Base(spec.Playbook)
 
 	status := r.statusWriter()
-	res := runWithProgress(ctx, r.Run, r.Clock, spec, start, status.reportProgress(ctx, key, spec, start, r.Clock, log))
+	run, backupFailed := r.Run, false
+	if playbook == upgradePlaybook {
+		run = r.withUpgradeBackup(kd, r.Run, &backupFailed)
+	}
+	res := runWithProgress(ctx, run, r.Clock, spec, start, status.reportProgress(ctx, key, spec, start, r.Clock, log))
 	log.Info("Run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
@@ -299,10 +318,11 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 		cur.Status.LastRun = runStatus(res, kd.Generation, logName)
 		setRunResultCondition(cur, res)
 		recordMemberFailures(cur, res)
+		r.recordRunVersions(cur, kd, res, backupFailed)
 		switch res.Outcome {
 		case runner.Succeeded:
 			cur.Status.Retry = nil
-			if playbook == installPlaybook {
+			if playbook == installPlaybook || playbook == upgradePlaybook {
 				cur.Status.Version = kd.Spec.Version
 			}
 			if cur.Generation == kd.Generation {
