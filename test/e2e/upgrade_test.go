@@ -131,6 +131,9 @@ func TestBinaryUpgrade(t *testing.T) {
 	if one.Status.Version != upgradeFrom {
 		t.Errorf("status.version is %s after a single-component upgrade, want %s", one.Status.Version, upgradeFrom)
 	}
+	if crd := karmadaKubectl(t, one)("get", "crd", "propagationpolicies.policy.karmada.io", "-o", "yaml"); strings.Contains(crd, "overflowAffinities") {
+		t.Error("a single-component upgrade moved Karmada's CRDs to v1.18's")
+	}
 	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
 
 	// 2. The full upgrade, with node2's karmada-aggregated-apiserver unable
