@@ -210,7 +210,6 @@ func (r *EtcdBackupReconciler) sshTarget(ctx context.Context, eb *kaov1.EtcdBack
 // etcdutl and stores it at the destination. Every failure names its cause
 // and never quotes secret material.
 func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdBackup, kd *kaov1.KarmadaDeployment, src *etcdSource, now time.Time) (*snapshotResult, error) {
-	log := ctrl.LoggerFrom(ctx)
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	if r.StateDir == "" {
@@ -241,32 +240,9 @@ func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdB
 	name := snapshotFileName(eb, now)
 	partial := filepath.Join(tmp, name+".partial")
 
-	candidates, err := snapshotCandidates(r.etcdProber().Etcd(ctx, src.members, src.tls))
+	saved, member, status, err := streamSnapshot(ctx, r.etcdProber(), src, etcdutl, partial)
 	if err != nil {
 		return nil, err
-	}
-	var saved *etcdsnapshot.Saved
-	var member probe.EtcdMember
-	failures := []string{}
-	for _, m := range candidates {
-		start := time.Now()
-		saved, err = etcdsnapshot.Save(ctx, m.Endpoint, src.tls, partial)
-		if err == nil {
-			member = m
-			log.V(1).Info("Streamed an etcd snapshot", "member", m.Name, "bytes", saved.Size, "took", time.Since(start))
-			break
-		}
-		failures = append(failures, fmt.Sprintf("member %s: %v", m.Name, err))
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if saved == nil {
-		return nil, fmt.Errorf("no member gave a complete snapshot: %s", strings.Join(failures, "; "))
-	}
-	status, err := etcdsnapshot.ReadStatus(ctx, etcdutl, partial)
-	if err != nil {
-		return nil, fmt.Errorf("checking the snapshot from member %s: %w", member.Name, err)
 	}
 
 	snap := kaov1.Snapshot{
@@ -293,6 +269,41 @@ func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdB
 		snap.Location = final
 	}
 	return &snapshotResult{snapshot: snap, keys: status.TotalKey}, nil
+}
+
+// streamSnapshot streams a snapshot into the file partial from the first
+// member that gives a complete one (snapshotCandidates' order) and checks it
+// with etcdutl.
+func streamSnapshot(ctx context.Context, prober probe.EtcdProber, src *etcdSource, etcdutl, partial string) (*etcdsnapshot.Saved, probe.EtcdMember, *etcdsnapshot.Status, error) {
+	log := ctrl.LoggerFrom(ctx)
+	candidates, err := snapshotCandidates(prober.Etcd(ctx, src.members, src.tls))
+	if err != nil {
+		return nil, probe.EtcdMember{}, nil, err
+	}
+	var saved *etcdsnapshot.Saved
+	var member probe.EtcdMember
+	failures := []string{}
+	for _, m := range candidates {
+		start := time.Now()
+		saved, err = etcdsnapshot.Save(ctx, m.Endpoint, src.tls, partial)
+		if err == nil {
+			member = m
+			log.V(1).Info("Streamed an etcd snapshot", "member", m.Name, "bytes", saved.Size, "took", time.Since(start))
+			break
+		}
+		failures = append(failures, fmt.Sprintf("member %s: %v", m.Name, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if saved == nil {
+		return nil, member, nil, fmt.Errorf("no member gave a complete snapshot: %s", strings.Join(failures, "; "))
+	}
+	status, err := etcdsnapshot.ReadStatus(ctx, etcdutl, partial)
+	if err != nil {
+		return nil, member, nil, fmt.Errorf("checking the snapshot from member %s: %w", member.Name, err)
+	}
+	return saved, member, status, nil
 }
 
 // describeSSHError says which Secret or host an SSH failure points at.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,6 +36,8 @@ type runInputs struct {
 	pki pki.Bundle
 	// externalEtcd is spec.etcd.external's CA and client certificate.
 	externalEtcd *externalEtcd
+	// upgrade is what an upgrade run moves: the inventory's upgrade groups.
+	upgrade *upgradePlan
 }
 
 // secretValue reads one key of a Secret in the deployment's namespace. field
@@ -158,7 +161,7 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 	kubeconfigPath := func(member string) string {
 		return filepath.Join(dir, runner.SecretsDir, "members", member+".kubeconfig")
 	}
-	opts := inventory.Options{MemberKubeconfigPath: kubeconfigPath}
+	opts := inventory.Options{MemberKubeconfigPath: kubeconfigPath, Upgrade: in.upgrade.inventoryGroups()}
 	if len(in.pki) > 0 {
 		opts.AgentCertificateNotAfter = func(member string) (time.Time, bool) { return in.pki.NotAfter(pki.AgentClient(member)) }
 	}
@@ -186,7 +189,7 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 		}
 	}
 	groups := map[string][]string{}
-	for _, g := range inventoryGroups {
+	for _, g := range append(slices.Clone(inventoryGroups), inventory.UpgradeGroups...) {
 		groups[g] = inv.Hosts(g)
 	}
 	spec := runner.Spec{

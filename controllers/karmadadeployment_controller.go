@@ -59,6 +59,8 @@ type KarmadaDeploymentReconciler struct {
 	ReadyzProber probe.ReadyzProber
 	// KarmadaProber checks karmada-webhook, leader leases and APIServices; probe.Karmada when nil.
 	KarmadaProber probe.KarmadaProber
+	// VersionProber asks API servers for /version; probe.APIVersions when nil.
+	VersionProber probe.VersionProber
 	// Clock tells the time; a fake in tests moves backoff along.
 	Clock clock.PassiveClock
 	// Options are the operator's settings: directories, limits, intervals.
@@ -146,6 +148,8 @@ func (r *KarmadaDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 type scope struct {
 	kd   *kaov1.KarmadaDeployment
 	base *kaov1.KarmadaDeployment
+	// upgrade is what the run starting now moves, when it is an upgrade.
+	upgrade *upgradePlan
 }
 
 // patchStatus writes the status changes of this reconcile, if any.
@@ -198,7 +202,14 @@ func (r *KarmadaDeploymentReconciler) reconcileNormal(ctx context.Context, s *sc
 		}
 		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
-	playbook := choosePlaybook(kd, now)
+	playbook, plan, err := r.decidePlaybook(ctx, kd)
+	if err != nil {
+		return r.refuseRun(kd, now, kaov1.DowngradeRefusedReason, err.Error()), nil
+	}
+	s.upgrade = plan
+	if plan == nil {
+		playbook = choosePlaybook(kd, now)
+	}
 	ctrl.LoggerFrom(ctx).Info("Starting a run", "playbook", playbook, "reason", decision.reason)
 	switch decision.trigger {
 	case renewalTrigger:
@@ -255,12 +266,15 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	dir := filepath.Join(runsDir(r.StateDir, kd.UID), runID)
 
 	in, err := r.gatherInputs(ctx, kd)
+	if err == nil {
+		in.upgrade = s.upgrade
+	}
 	var roles []userRole
 	if err == nil && playbook == installPlaybook {
 		// Before the certificates: a role that cannot be used changes nothing.
 		roles, err = r.loadUserRoles(ctx, kd)
 	}
-	if err == nil && (playbook == installPlaybook || playbook == membersPlaybook) {
+	if err == nil && (playbook == installPlaybook || playbook == membersPlaybook || playbook == upgradePlaybook) {
 		// A members run needs the certificates of new Pull members' agents;
 		// choosePlaybook runs install.yml whenever another one is due.
 		in.pki, err = r.ensurePKI(ctx, kd, now)
@@ -303,6 +317,9 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	total, _ := runner.EstimateResults(filepath.Join(r.PlaybookDir, playbook), spec.RolesPath, spec.Groups)
 	kd.Status.Progress = progressStatus(runID, playbook, now, runner.Progress{TasksTotal: total}, now)
 	setRunningCondition(kd, runID, playbook)
+	if s.upgrade != nil {
+		kd.Status.Upgrade = s.upgrade.status(runID, kd.Generation, now)
+	}
 	// The run's own status writes start only after this one landed.
 	if err := r.patchStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -336,7 +353,11 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	playbook := filepath.Base(spec.Playbook)
 
 	status := r.statusWriter()
-	res := runWithProgress(ctx, r.Run, r.Clock, spec, start, status.reportProgress(ctx, key, spec, start, r.Clock, log))
+	run, backupFailed := r.Run, false
+	if playbook == upgradePlaybook {
+		run = r.withUpgradeBackup(kd, r.Run, &backupFailed)
+	}
+	res := runWithProgress(ctx, run, r.Clock, spec, start, status.reportProgress(ctx, key, spec, start, r.Clock, log))
 	log.Info("Run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
@@ -349,10 +370,11 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 		cur.Status.LastRun = runStatus(res, kd.Generation, logName)
 		setRunResultCondition(cur, res)
 		recordMemberFailures(cur, res)
+		r.recordRunVersions(cur, kd, res, backupFailed)
 		switch res.Outcome {
 		case runner.Succeeded:
 			cur.Status.Retry = nil
-			if playbook == installPlaybook {
+			if playbook == installPlaybook || playbook == upgradePlaybook {
 				cur.Status.Version = kd.Spec.Version
 				cur.Status.UserRolesDigest = extras.userRolesDigest
 			}

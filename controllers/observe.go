@@ -45,15 +45,15 @@ func (r *KarmadaDeploymentReconciler) observe(ctx context.Context, kd *kaov1.Kar
 		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
 		return r.probeInterval()
 	}
-	versions, _ := r.observedArtifacts(kd) // for the versions shown in status; nil if the bundle went away
+	versions, _ := r.observedArtifacts(kd) // for the target versions shown in status; nil if the bundle went away
 	components := []kaov1.ComponentStatus{}
 	switch {
 	case kd.Spec.Etcd.Managed != nil:
-		components = append(components, r.observeEtcd(ctx, kd, bundle, versions))
+		components = append(components, r.observeEtcd(ctx, kd, bundle))
 	case kd.Spec.Etcd.External != nil:
 		r.observeExternalEtcd(ctx, kd)
 	}
-	cp, api, err := r.observeControlPlane(ctx, kd, bundle, versions)
+	cp, api, err := r.observeControlPlane(ctx, kd, bundle)
 	r.observeMemberClusters(ctx, kd, api)
 	if err != nil {
 		msg := "cannot probe the control plane: " + err.Error()
@@ -64,7 +64,11 @@ func (r *KarmadaDeploymentReconciler) observe(ctx context.Context, kd *kaov1.Kar
 		setControlPlaneReady(kd, cp)
 		setReadyCondition(kd)
 	}
+	// Versions come from runs (what each host's process reports) and from
+	// the API servers' /version; the probes above only saw the hosts.
+	carryVersions(kd.Status.Components, components)
 	kd.Status.Components = components
+	summarizeVersions(kd, targetVersions(kd, versions))
 	kd.Status.Endpoint = apiEndpoint(kd)
 	if err := r.exportKubeconfig(ctx, kd, bundle); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Exporting the admin kubeconfig")
@@ -118,16 +122,11 @@ func setReadyCondition(kd *kaov1.KarmadaDeployment) {
 
 // observeControlPlane probes every Karmada component except etcd. It fails
 // only when kao's PKI cannot make a probe client.
-func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaDeployment, bundle pki.Bundle, versions *artifacts) ([]kaov1.ComponentStatus, probe.API, error) {
+func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaDeployment, bundle pki.Bundle) ([]kaov1.ComponentStatus, probe.API, error) {
 	admin, err := clientTLS(bundle, "ca.crt", "admin-client")
 	if err != nil {
 		return nil, probe.API{}, err
 	}
-	var kube, karmada string
-	if versions != nil {
-		kube, karmada = versions.kubernetes, versions.karmada
-	}
-	c := kd.Spec.Components
 	apiHosts := hostsWithRole(kd, kaov1.APIServerRole)
 	cpHosts := hostsWithRole(kd, kaov1.ControlPlaneRole)
 	port := int(kd.Spec.APIServer.SecurePort)
@@ -135,15 +134,21 @@ func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, k
 		port = defaultSecurePort
 	}
 
-	apiserver := component("karmada-apiserver", version(kd.Spec.APIServer.Version, kube), apiHosts)
+	apiserver := component("karmada-apiserver", apiHosts)
 	eps := r.readyzProber().Readyz(ctx, hostURLs(apiHosts, port, "/readyz"), admin)
 	summarize(&apiserver, eps)
+	answered := r.versionProber().Versions(ctx, hostURLs(apiHosts, port, "/version"), admin)
+	for _, h := range apiHosts {
+		if v, ok := answered[h.Name]; ok {
+			apiserver.Instances = append(apiserver.Instances, kaov1.ComponentInstance{Host: h.Name, Version: v})
+		}
+	}
 
-	aggregated := component("karmada-aggregated-apiserver", version(c.AggregatedAPIServer.Version, karmada), apiHosts)
+	aggregated := component("karmada-aggregated-apiserver", apiHosts)
 	aggregatedEps := r.readyzProber().Readyz(ctx, hostURLs(apiHosts, aggregatedAPIServerPort, "/readyz"), admin)
 	summarize(&aggregated, aggregatedEps)
 
-	webhook := component("karmada-webhook", version(c.Webhook.Version, karmada), cpHosts)
+	webhook := component("karmada-webhook", cpHosts)
 	addrs := map[string]string{}
 	for _, h := range cpHosts {
 		addrs[h.Name] = net.JoinHostPort(h.Address, strconv.Itoa(webhookPort))
@@ -153,9 +158,9 @@ func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, k
 	summarize(&webhook, webhookEps)
 
 	controllers := []kaov1.ComponentStatus{
-		component("kube-controller-manager", version(c.KubeControllerManager.Version, kube), cpHosts),
-		component("karmada-controller-manager", version(c.ControllerManager.Version, karmada), cpHosts),
-		component("karmada-scheduler", version(c.Scheduler.Version, karmada), cpHosts),
+		component("kube-controller-manager", cpHosts),
+		component("karmada-controller-manager", cpHosts),
+		component("karmada-scheduler", cpHosts),
 	}
 	leases := []probe.LeaseRef{
 		{Namespace: "kube-system", Name: "kube-controller-manager"},
@@ -224,8 +229,9 @@ const (
 )
 
 // component starts the status entry of a component running on some hosts.
-func component(name, version string, hosts []kaov1.Host) kaov1.ComponentStatus {
-	c := kaov1.ComponentStatus{Name: name, Version: version}
+// Its versions are filled in afterwards (carryVersions, summarizeVersions).
+func component(name string, hosts []kaov1.Host) kaov1.ComponentStatus {
+	c := kaov1.ComponentStatus{Name: name}
 	for _, h := range hosts {
 		c.Hosts = append(c.Hosts, h.Name)
 	}
@@ -278,11 +284,8 @@ func hostsWithRole(kd *kaov1.KarmadaDeployment, role kaov1.HostRole) []kaov1.Hos
 }
 
 // observeEtcd probes every etcd member over TLS and records EtcdHealthy and status.etcd.
-func (r *KarmadaDeploymentReconciler) observeEtcd(ctx context.Context, kd *kaov1.KarmadaDeployment, bundle pki.Bundle, versions *artifacts) kaov1.ComponentStatus {
+func (r *KarmadaDeploymentReconciler) observeEtcd(ctx context.Context, kd *kaov1.KarmadaDeployment, bundle pki.Bundle) kaov1.ComponentStatus {
 	comp := kaov1.ComponentStatus{Name: "etcd"}
-	if versions != nil {
-		comp.Version = versions.etcd
-	}
 	tlsConfig, err := clientTLS(bundle, "etcd-ca.crt", "etcd-healthcheck-client")
 	if err != nil {
 		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, "cannot probe etcd: "+err.Error())
@@ -331,6 +334,13 @@ func (r *KarmadaDeploymentReconciler) readyzProber() probe.ReadyzProber {
 		return r.ReadyzProber
 	}
 	return probe.Readyz{}
+}
+
+func (r *KarmadaDeploymentReconciler) versionProber() probe.VersionProber {
+	if r.VersionProber != nil {
+		return r.VersionProber
+	}
+	return probe.APIVersions{}
 }
 
 func (r *KarmadaDeploymentReconciler) karmadaProber() probe.KarmadaProber {

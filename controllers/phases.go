@@ -202,7 +202,8 @@ func phaseFor(kd *kaov1.KarmadaDeployment, running bool) kaov1.Phase {
 		return kaov1.DeletingPhase
 	case kd.Spec.Paused:
 		return kaov1.PausedPhase
-	case running && kd.Status.Version != "" && kd.Status.Version != kd.Spec.Version:
+	case running && (kd.Status.Progress != nil && kd.Status.Progress.Playbook == upgradePlaybook ||
+		kd.Status.Version != "" && kd.Status.Version != kd.Spec.Version):
 		return kaov1.UpgradingPhase
 	case running:
 		return kaov1.InstallingPhase

@@ -8,8 +8,11 @@
 #   etcd/<version>/bin/{etcd,etcdctl,etcdutl}
 #   karmada/<version>/bin/{karmada-aggregated-apiserver,...,karmadactl}
 #   karmada/<version>/crds.tar.gz      charts/karmada/_crds of the Karmada module, as crds/...
+#   karmada/<previous>/bin/{karmada-aggregated-apiserver,-controller-manager,-scheduler,-webhook}
+#   karmada/<previous>/crds.tar.gz     the same for the Karmada version upgrades are tested from
 #
-# Versions are the ones pinned in hack/tools.sh. The bundle is built in a
+# Versions are the ones pinned in hack/tools.sh; manifest.json names the
+# current ones, the defaults of a deployment that names none. The bundle is built in a
 # temporary directory next to the destination and renamed into place, so a
 # reader never sees half a bundle. A bundle whose manifest and files already
 # match the tools cache (same layout, sizes and modification times) is left
@@ -38,20 +41,23 @@ pinned() {
 KUBERNETES_VERSION="$(pinned KUBERNETES_VERSION)"
 ETCD_VERSION="$(pinned ETCD_VERSION)"
 KARMADA_VERSION="$(pinned KARMADA_VERSION)"
+KARMADA_PREVIOUS_VERSION="$(pinned KARMADA_PREVIOUS_VERSION)"
 
 KUBERNETES_BINS=(kube-apiserver kube-controller-manager kubectl)
 ETCD_BINS=(etcd etcdctl etcdutl)
 KARMADA_BINS=(karmada-aggregated-apiserver karmada-controller-manager karmada-scheduler karmada-webhook karmada-agent karmadactl)
+KARMADA_PREVIOUS_BINS=(karmada-aggregated-apiserver karmada-controller-manager karmada-scheduler karmada-webhook)
 
 MANIFEST="$(printf '{"karmada":"%s","kubernetes":"%s","etcd":"%s"}' "$KARMADA_VERSION" "$KUBERNETES_VERSION" "$ETCD_VERSION")"
-CRDS="karmada/$KARMADA_VERSION/crds.tar.gz"
+CRDS=("karmada/$KARMADA_VERSION/crds.tar.gz" "karmada/$KARMADA_PREVIOUS_VERSION/crds.tar.gz")
 
 # The binaries come from the tools cache; building a set that is cached is a
 # no-op, so this only costs time on a machine without `make tools`.
-"$TOOLS" build kubernetes etcd karmada
+"$TOOLS" build kubernetes etcd karmada "karmada-$KARMADA_PREVIOUS_VERSION"
 KUBE_DIR="$("$TOOLS" dir kubernetes)"
 ETCD_DIR="$("$TOOLS" dir etcd)"
 KARMADA_DIR="$("$TOOLS" dir karmada)"
+KARMADA_PREVIOUS_DIR="$("$TOOLS" dir "karmada-$KARMADA_PREVIOUS_VERSION")"
 
 # binaries prints "<source> <bundle path>" for every binary of the bundle.
 binaries() {
@@ -59,6 +65,7 @@ binaries() {
 	for b in "${KUBERNETES_BINS[@]}"; do echo "$KUBE_DIR/$b kubernetes/$KUBERNETES_VERSION/bin/$b"; done
 	for b in "${ETCD_BINS[@]}"; do echo "$ETCD_DIR/$b etcd/$ETCD_VERSION/bin/$b"; done
 	for b in "${KARMADA_BINS[@]}"; do echo "$KARMADA_DIR/$b karmada/$KARMADA_VERSION/bin/$b"; done
+	for b in "${KARMADA_PREVIOUS_BINS[@]}"; do echo "$KARMADA_PREVIOUS_DIR/$b karmada/$KARMADA_PREVIOUS_VERSION/bin/$b"; done
 }
 
 # up_to_date succeeds when $OUT holds exactly this bundle: the same manifest,
@@ -66,11 +73,12 @@ binaries() {
 # modification time of its source (copies keep the source's time).
 up_to_date() {
 	local src rel want
-	[[ -f "$OUT/manifest.json" && -f "$OUT/SHA256SUMS" && -f "$OUT/$CRDS" ]] || return 1
+	[[ -f "$OUT/manifest.json" && -f "$OUT/SHA256SUMS" ]] || return 1
+	for c in "${CRDS[@]}"; do [[ -f "$OUT/$c" ]] || return 1; done
 	[[ "$(cat "$OUT/manifest.json")" == "$MANIFEST" ]] || return 1
 	want="$({
 		binaries | cut -d' ' -f2
-		echo "$CRDS"
+		printf '%s\n' "${CRDS[@]}"
 	} | sort)"
 	[[ "$(sed 's/^[0-9a-f]\{64\}  //' "$OUT/SHA256SUMS" | sort)" == "$want" ]] || return 1
 	while read -r src rel; do
@@ -81,7 +89,7 @@ up_to_date() {
 
 if up_to_date; then
 	log "bundle is up to date: $OUT"
-	log "  karmada $KARMADA_VERSION, kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION"
+	log "  karmada $KARMADA_VERSION (and $KARMADA_PREVIOUS_VERSION), kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION"
 	exit 0
 fi
 
@@ -108,30 +116,37 @@ done < <(binaries)
 
 # Karmada's CRDs, packed like the crds.tar.gz of a Karmada release: the
 # chart's _crds directory (bases/, patches/, kustomization.yaml) as crds/.
-log "  $CRDS (charts/karmada/_crds of github.com/karmada-io/karmada@$KARMADA_VERSION)"
-# Run outside any module so that kao's go.mod and go.sum stay untouched.
+# Go commands run outside any module so that kao's go.mod and go.sum stay
+# untouched.
 GOTMP="$(mktemp -d)"
-MODJSON="$(cd "$GOTMP" && GOWORK=off GOFLAGS= go mod download -json "github.com/karmada-io/karmada@$KARMADA_VERSION")" ||
-	die "go mod download github.com/karmada-io/karmada@$KARMADA_VERSION failed: $MODJSON"
-field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}\$/\1/p" <<<"$MODJSON" | head -n1; }
-MODDIR="$(field Dir)"
-[[ -d "$MODDIR/charts/karmada/_crds/bases" ]] || die "no charts/karmada/_crds/bases in the Karmada module at ${MODDIR:-?}"
-# The release time of the module makes the archive reproducible.
-MODTIME="$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$(field Info)")"
-mkdir -p "$TMP/.crds"
-cp -r "$MODDIR/charts/karmada/_crds" "$TMP/.crds/crds"
-tar --sort=name --owner=0 --group=0 --numeric-owner --mode='u+w,a+rX' --mtime="${MODTIME:-1970-01-01T00:00:00Z}" \
-	-C "$TMP/.crds" -cf - crds | gzip -9n >"$TMP/$CRDS"
-chmod -R u+w "$TMP/.crds"
-rm -rf "$TMP/.crds"
-chmod 0644 "$TMP/$CRDS"
+pack_crds() {
+	local version="$1" dest="karmada/$1/crds.tar.gz" modjson moddir modtime
+	log "  $dest (charts/karmada/_crds of github.com/karmada-io/karmada@$version)"
+	modjson="$(cd "$GOTMP" && GOWORK=off GOFLAGS= go mod download -json "github.com/karmada-io/karmada@$version")" ||
+		die "go mod download github.com/karmada-io/karmada@$version failed: $modjson"
+	field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}\$/\1/p" <<<"$modjson" | head -n1; }
+	moddir="$(field Dir)"
+	[[ -d "$moddir/charts/karmada/_crds/bases" ]] || die "no charts/karmada/_crds/bases in the Karmada module at ${moddir:-?}"
+	# The release time of the module makes the archive reproducible.
+	modtime="$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$(field Info)")"
+	rm -rf "$TMP/.crds"
+	mkdir -p "$TMP/.crds" "$TMP/karmada/$version"
+	cp -r "$moddir/charts/karmada/_crds" "$TMP/.crds/crds"
+	tar --sort=name --owner=0 --group=0 --numeric-owner --mode='u+w,a+rX' --mtime="${modtime:-1970-01-01T00:00:00Z}" \
+		-C "$TMP/.crds" -cf - crds | gzip -9n >"$TMP/$dest"
+	chmod -R u+w "$TMP/.crds"
+	rm -rf "$TMP/.crds"
+	chmod 0644 "$TMP/$dest"
+}
+pack_crds "$KARMADA_VERSION"
+pack_crds "$KARMADA_PREVIOUS_VERSION"
 
 log "  SHA256SUMS, manifest.json"
 (
 	cd "$TMP"
 	{
 		binaries | cut -d' ' -f2
-		echo "$CRDS"
+		printf '%s\n' "${CRDS[@]}"
 	} | sort | xargs sha256sum >SHA256SUMS
 )
 echo "$MANIFEST" >"$TMP/manifest.json"
@@ -145,4 +160,4 @@ if [[ -e "$OUT" ]]; then
 fi
 mv "$TMP" "$OUT"
 log "bundle ready in $(($(date +%s) - start))s: $OUT ($(du -sh "$OUT" | cut -f1))"
-log "  karmada $KARMADA_VERSION, kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION"
+log "  karmada $KARMADA_VERSION (and $KARMADA_PREVIOUS_VERSION), kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION"

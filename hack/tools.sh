@@ -52,12 +52,17 @@ JOBS="${KAO_TOOLS_JOBS:-2}"
 KUBERNETES_VERSION="v1.35.4"
 ETCD_VERSION="v3.6.6"
 KARMADA_VERSION="v1.18.1"
+# KARMADA_PREVIOUS_VERSION is the Karmada version upgrades are tested from: its
+# set (karmada-<version>, module hack/tools/karmada-<version>) builds only the
+# components kao installs on hosts, against the dependencies of the current
+# set's module, so most of its build comes from the Go build cache.
+KARMADA_PREVIOUS_VERSION="v1.17.1"
 CONTROLLER_GEN_VERSION="v0.20.0"
 GOLANGCI_LINT_VERSION="v2.6.2"
 
 # ALL_SETS is also the build order: the longest first, so that with
 # KAO_TOOLS_JOBS=2 the short ones fill in beside it.
-ALL_SETS=(kubernetes karmada golangci-lint etcd controller-gen)
+ALL_SETS=(kubernetes karmada golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd controller-gen)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -106,6 +111,20 @@ set_spec() {
 			"$K/karmadactl=karmadactl"
 		)
 		;;
+	"karmada-$KARMADA_PREVIOUS_VERSION")
+		# The control plane of the previous version, for upgrade tests: the
+		# agent and karmadactl come only with the current version.
+		local K=github.com/karmada-io/karmada/cmd
+		S_VERSION="$KARMADA_PREVIOUS_VERSION" S_MODULE="karmada-$KARMADA_PREVIOUS_VERSION"
+		S_LDFLAGS="-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_PREVIOUS_VERSION"
+		S_LDFLAGS+=" -X github.com/karmada-io/karmada/pkg/version.gitTreeState=clean"
+		S_BINS=(
+			"$K/aggregated-apiserver=karmada-aggregated-apiserver"
+			"$K/controller-manager=karmada-controller-manager"
+			"$K/scheduler=karmada-scheduler"
+			"$K/webhook=karmada-webhook"
+		)
+		;;
 	controller-gen)
 		S_VERSION="$CONTROLLER_GEN_VERSION"
 		S_BINS=(sigs.k8s.io/controller-tools/cmd/controller-gen=controller-gen)
@@ -137,7 +156,10 @@ set_key() {
 	if [[ -n "$S_MODULE" && -f "$ROOT/hack/tools/$S_MODULE/go.sum" ]]; then
 		digest="-$(cat "$ROOT/hack/tools/$S_MODULE/go.mod" "$ROOT/hack/tools/$S_MODULE/go.sum" | sha256sum | cut -c1-12)"
 	fi
-	echo "${set}-${S_VERSION}${digest}-$(go env GOOS)-$(go env GOARCH)"
+	# A set named for its version (karmada-v1.17.1) does not repeat it.
+	local name="$set"
+	[[ "$set" == *"-$S_VERSION" ]] || name="$set-$S_VERSION"
+	echo "${name}${digest}-$(go env GOOS)-$(go env GOARCH)"
 }
 
 set_dir() { echo "$CACHE/$(set_key "$1")/bin"; }
@@ -247,7 +269,7 @@ assets)
 	;;
 env)
 	for s in "${ALL_SETS[@]}"; do
-		var="KAO_$(echo "$s" | tr 'a-z-' 'A-Z_')_BIN"
+		var="KAO_$(echo "$s" | tr 'a-z.-' 'A-Z__')_BIN"
 		echo "export $var=$(set_dir "$s")"
 	done
 	;;

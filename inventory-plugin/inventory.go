@@ -36,6 +36,32 @@ const (
 	GroupMembersUnjoin = "members_unjoin"
 )
 
+// Groups of an upgrade (playbooks/upgrade.yml): the hosts each component moves
+// on, one host at a time, in host name order. They exist only in the
+// inventory of an upgrade run (Options.Upgrade); an empty group skips its step.
+const (
+	// GroupUpgradeAPIServer holds the apiServer hosts whose karmada-apiserver moves.
+	GroupUpgradeAPIServer = "upgrade_karmada_apiserver"
+	// GroupUpgradeKubeControllerManager holds the controlPlane hosts whose kube-controller-manager moves.
+	GroupUpgradeKubeControllerManager = "upgrade_kube_controller_manager"
+	// GroupUpgradeResources holds the apiServer hosts when Karmada's CRDs and objects move to spec.version.
+	GroupUpgradeResources = "upgrade_karmada_resources"
+	// GroupUpgradeAggregatedAPIServer holds the apiServer hosts whose karmada-aggregated-apiserver moves.
+	GroupUpgradeAggregatedAPIServer = "upgrade_karmada_aggregated_apiserver"
+	// GroupUpgradeWebhook holds the controlPlane hosts whose karmada-webhook moves.
+	GroupUpgradeWebhook = "upgrade_karmada_webhook"
+	// GroupUpgradeControllerManager holds the controlPlane hosts whose karmada-controller-manager moves.
+	GroupUpgradeControllerManager = "upgrade_karmada_controller_manager"
+	// GroupUpgradeScheduler holds the controlPlane hosts whose karmada-scheduler moves.
+	GroupUpgradeScheduler = "upgrade_karmada_scheduler"
+)
+
+// UpgradeGroups are the groups of an upgrade, in the order upgrade.yml runs them.
+var UpgradeGroups = []string{
+	GroupUpgradeAPIServer, GroupUpgradeKubeControllerManager, GroupUpgradeResources,
+	GroupUpgradeAggregatedAPIServer, GroupUpgradeWebhook, GroupUpgradeControllerManager, GroupUpgradeScheduler,
+}
+
 // HostClusterHost is the host that stands for the host cluster in Containerized mode.
 // It runs its tasks on the controller with a local connection.
 const HostClusterHost = "host_cluster"
@@ -64,6 +90,11 @@ type Options struct {
 	// the Pull member expires (ok false when there is none). nil: read it from
 	// status.certificates (karmada-agent-<member>).
 	AgentCertificateNotAfter func(member string) (notAfter time.Time, ok bool)
+	// Upgrade maps upgrade groups (UpgradeGroups) to the hosts of spec.hosts
+	// they hold, for an upgrade run: the operator decides them from the
+	// versions status says run and those the spec asks for. nil: no upgrade
+	// groups. Every group given is emitted, empty ones included.
+	Upgrade map[string][]string
 }
 
 // Inventory is kao's Ansible inventory for one KarmadaDeployment. Build makes one;
@@ -131,6 +162,18 @@ func Build(kd *kaov1.KarmadaDeployment, opts Options) (*Inventory, error) {
 		inv.hostVars[HostClusterHost] = localVars()
 		inv.add(GroupHostCluster, HostClusterHost)
 	}
+	for _, g := range sortedKeys(opts.Upgrade) {
+		if !slices.Contains(UpgradeGroups, g) {
+			return nil, fmt.Errorf("building inventory for KarmadaDeployment %s/%s: %q is not an upgrade group (%v)", kd.Namespace, kd.Name, g, UpgradeGroups)
+		}
+		inv.groups[g] = []string{}
+		for _, h := range opts.Upgrade[g] {
+			if _, ok := inv.hostVars[h]; !ok || kd.Spec.Mode != kaov1.BinaryMode {
+				return nil, fmt.Errorf("building inventory for KarmadaDeployment %s/%s: upgrade group %s names %q, which is not in spec.hosts", kd.Namespace, kd.Name, g, h)
+			}
+			inv.add(g, h)
+		}
+	}
 
 	joined := map[string]kaov1.MemberStatus{}
 	for _, m := range kd.Status.Members {
@@ -192,6 +235,16 @@ func agentCertificateDelivered(kd *kaov1.KarmadaDeployment, m kaov1.MemberStatus
 		}
 	}
 	return ok && m.AgentCertificateNotAfter != nil && m.AgentCertificateNotAfter.Time.Equal(current)
+}
+
+// sortedKeys returns the keys of m, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // add puts host into group once.

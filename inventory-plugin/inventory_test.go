@@ -538,3 +538,55 @@ func walkPlainStrings(v any, path string, f func(path, s string)) {
 		f(path, fmt.Sprintf("<unexpected type %T>", v))
 	}
 }
+
+func TestUpgradeGroupsHoldTheHostsTheOperatorNames(t *testing.T) {
+	kd := loadCase(t, "binary-ha")
+	// Without an upgrade, no upgrade group exists.
+	inv, err := Build(kd, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range UpgradeGroups {
+		if inv.Hosts(g) != nil {
+			t.Errorf("an install run's inventory has the upgrade group %s", g)
+		}
+	}
+
+	// Every group the operator gives is emitted, empty ones included, with
+	// its hosts in name order (the order upgrade.yml moves them in).
+	up := map[string][]string{}
+	for _, g := range UpgradeGroups {
+		up[g] = []string{}
+	}
+	up[GroupUpgradeScheduler] = []string{"cp-3", "cp-2"}
+	inv, err = Build(kd, Options{Upgrade: up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range UpgradeGroups {
+		want := []string{}
+		if g == GroupUpgradeScheduler {
+			want = []string{"cp-2", "cp-3"}
+		}
+		if got := inv.Hosts(g); !slices.Equal(got, want) {
+			t.Errorf("group %s holds %v, want %v", g, got, want)
+		}
+	}
+	out, err := inv.FileJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte(`"upgrade_karmada_scheduler": {`)) || !bytes.Contains(out, []byte(`"upgrade_karmada_apiserver": {`)) {
+		t.Errorf("the file inventory lacks the upgrade groups:\n%s", out)
+	}
+
+	// A group kao does not know, or a host not in spec.hosts, is refused.
+	for _, bad := range []map[string][]string{
+		{"upgrade_everything": {"cp-1"}},
+		{GroupUpgradeWebhook: {"cp-9"}},
+	} {
+		if _, err := Build(kd, Options{Upgrade: bad}); err == nil {
+			t.Errorf("Build accepted upgrade groups %v", bad)
+		}
+	}
+}

@@ -78,6 +78,12 @@ const (
 	// its path is outside the operator's --user-roles-dir, or the operator
 	// does not run roles from that source. Nothing runs until it is fixed.
 	UserRoleInvalidReason = "UserRoleInvalid"
+	// DowngradeRefusedReason means the spec asks for a version older than one
+	// that runs; kao does not downgrade, and started nothing.
+	DowngradeRefusedReason = "DowngradeRefused"
+	// UpgradeBackupFailedReason means the etcd snapshot an upgrade takes first
+	// failed; the upgrade did not start.
+	UpgradeBackupFailedReason = "UpgradeBackupFailed"
 )
 
 // CertificatesValidCondition says every issued certificate is valid and outside its renewal window.

@@ -118,7 +118,12 @@ type KarmadaDeploymentSpec struct {
 	Mode DeploymentMode `json:"mode"`
 
 	// version is the Karmada version to run, for example v1.18.1. The artifacts
-	// bundle must contain it.
+	// bundle must contain it. Changing it on a running control plane upgrades
+	// it: kao takes an etcd snapshot, then moves the components in Karmada's
+	// order, one host at a time, each host health-gated (status.upgrade).
+	// kao refuses to move a component to a version older than the one it
+	// runs: Karmada's newer CRDs and stored objects are not meant to be read
+	// by older versions.
 	// +required
 	// +kubebuilder:validation:MinLength=6
 	// +kubebuilder:validation:MaxLength=32
@@ -127,6 +132,7 @@ type KarmadaDeploymentSpec struct {
 
 	// kubernetesVersion is the version of kube-apiserver (karmada-apiserver) and
 	// kube-controller-manager, for example v1.35.4. The artifacts bundle's version is used when unset.
+	// A change on a running control plane is rolled out like spec.version's.
 	// +optional
 	// +kubebuilder:validation:MinLength=6
 	// +kubebuilder:validation:MaxLength=32
@@ -479,7 +485,8 @@ type ExternalEtcd struct {
 // ComponentSpec tunes one control-plane component.
 type ComponentSpec struct {
 	// version overrides spec.version (Karmada components) or spec.kubernetesVersion
-	// (kube-apiserver, kube-controller-manager) for this component alone.
+	// (kube-apiserver, kube-controller-manager) for this component alone. A
+	// change on a running control plane upgrades only this component.
 	// +optional
 	// +kubebuilder:validation:MinLength=6
 	// +kubebuilder:validation:MaxLength=32
@@ -826,6 +833,11 @@ type KarmadaDeploymentStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=71
 	UserRolesDigest string `json:"userRolesDigest,omitempty"`
+
+	// upgrade is the last upgrade kao started: the components it moves and the
+	// etcd snapshot taken before anything moved.
+	// +optional
+	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
 }
 
 // AppliedSpec holds digests of what successful runs applied.
@@ -864,6 +876,67 @@ type CertificateRenewalStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=71
 	RotationRequest string `json:"rotationRequest,omitempty"`
+}
+
+// UpgradeStatus is an upgrade of a running control plane.
+type UpgradeStatus struct {
+	// runID is the run that rolls the upgrade out; status.lastRun says how it
+	// ended, and where it stopped when it failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	RunID string `json:"runID,omitempty"`
+
+	// generation is the spec generation the upgrade moves to.
+	// +required
+	Generation int64 `json:"generation"`
+
+	// startTime is when kao decided the upgrade.
+	// +required
+	StartTime metav1.Time `json:"startTime"`
+
+	// completionTime is when every component reached its target version.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// components are the components the upgrade moves, in the order it moves them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Components []ComponentUpgrade `json:"components,omitempty"`
+
+	// backup is the etcd snapshot kao took before the upgrade moved anything,
+	// kept in the operator's state directory. Restore it with an EtcdRestore
+	// (spec.source.path and spec.source.sha256).
+	// +optional
+	Backup *Snapshot `json:"backup,omitempty"`
+}
+
+// ComponentUpgrade is one component an upgrade moves.
+type ComponentUpgrade struct {
+	// name is the component, for example karmada-scheduler.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
+
+	// from are the versions its hosts ran when the upgrade started.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=32
+	From []string `json:"from,omitempty"`
+
+	// to is the version it moves to.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	To string `json:"to"`
+
+	// hosts are the hosts it moves on, one at a time, in this order.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 // RunProgress is a playbook run in progress.
@@ -1037,14 +1110,24 @@ type ComponentStatus struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=64
 	Name string `json:"name"`
-	// version is the running version.
+	// version is the version the component runs: the one every instance
+	// reports, or while instances differ (an upgrade in progress or stopped)
+	// the oldest of them.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	Version string `json:"version,omitempty"`
-	// targetVersion is the version being rolled out, when it differs from version.
+	// targetVersion is the version the spec asks for, when it differs from version.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	TargetVersion string `json:"targetVersion,omitempty"`
+	// instances are the component's hosts with the version each runs: what
+	// the process reported at the end of kao's last run on the host, and for
+	// karmada-apiserver what its /version answers.
+	// +optional
+	// +listType=map
+	// +listMapKey=host
+	// +kubebuilder:validation:MaxItems=64
+	Instances []ComponentInstance `json:"instances,omitempty"`
 	// hosts are the hosts (Binary) the component runs on.
 	// +optional
 	// +listType=set
@@ -1057,6 +1140,18 @@ type ComponentStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Message string `json:"message,omitempty"`
+}
+
+// ComponentInstance is a component on one host.
+type ComponentInstance struct {
+	// host is the host's name in spec.hosts.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host"`
+	// version is the version the host's process runs; empty when it does not run.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Version string `json:"version,omitempty"`
 }
 
 // EtcdStatus is the observed etcd cluster.

@@ -3,9 +3,11 @@ package probe
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -89,4 +91,64 @@ func shorten(s string) string {
 		s = s[:300]
 	}
 	return s
+}
+
+// VersionProber asks API servers which version they run.
+type VersionProber interface {
+	Versions(ctx context.Context, urls map[string]string, tlsConfig *tls.Config) map[string]string
+}
+
+// APIVersions is the real VersionProber.
+type APIVersions struct{}
+
+// Versions asks API servers (host → https://host:port/version) for the
+// version they run, in parallel, and returns it by host: the gitVersion of
+// their answer, as vX.Y.Z. A host that does not answer, or answers
+// something else, is left out.
+func (APIVersions) Versions(ctx context.Context, urls map[string]string, tlsConfig *tls.Config) map[string]string {
+	httpClient := &http.Client{
+		Timeout:   readyzTimeout,
+		Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true},
+	}
+	var mu sync.Mutex
+	out := map[string]string{}
+	var wg sync.WaitGroup
+	for h, u := range urls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v := serverVersion(ctx, httpClient, u); v != "" {
+				mu.Lock()
+				out[h] = v
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// gitVersion is a release version as /version reports it, without build metadata.
+var gitVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`)
+
+func serverVersion(ctx context.Context, c *http.Client, url string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return ""
+	}
+	info := struct {
+		GitVersion string `json:"gitVersion"`
+	}{}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&info); err != nil || !gitVersion.MatchString(info.GitVersion) {
+		return ""
+	}
+	return info.GitVersion
 }

@@ -51,6 +51,8 @@ func ansibleConfig(spec *Spec, keyPath, knownHosts, controlDir string) []byte {
 	line("retry_files_enabled = False")
 	line("interpreter_python = auto_silent")
 	line("deprecation_warnings = False")
+	// set_stats data reaches the stats event, where kao reads it.
+	line("show_custom_stats = True")
 	line("timeout = %d", int(timeout.Seconds()))
 	if len(spec.RolesPath) > 0 {
 		line("roles_path = %s", strings.Join(spec.RolesPath, ":"))

@@ -33,6 +33,9 @@ type jsonlEvent struct {
 	Task      *jsonlName                 `json:"task"`
 	Hosts     map[string]json.RawMessage `json:"hosts"`
 	Stats     map[string]HostStats       `json:"stats"`
+	// CustomStats are what the playbook's set_stats tasks reported per host
+	// (the stats event carries them; show_custom_stats is on).
+	CustomStats map[string]json.RawMessage `json:"custom_stats"`
 }
 
 type jsonlName struct {
@@ -64,8 +67,10 @@ type HostStats struct {
 
 // FailedTask is one task that failed, or found its host unreachable.
 type FailedTask struct {
-	Host        string
-	Task        string
+	Host string
+	Task string
+	// Play is the play the task ran in.
+	Play        string
 	Unreachable bool
 	Message     string
 }
@@ -99,6 +104,7 @@ type tracker struct {
 	mu       sync.Mutex
 	progress Progress
 	stats    map[string]HostStats
+	custom   map[string]json.RawMessage
 	failed   []FailedTask
 	sawStats bool
 	raw      []string // non-JSON lines on stdout, such as go-ansible's own notes
@@ -169,6 +175,7 @@ func (t *tracker) handleEvent(ev *jsonlEvent) {
 		notify = &p
 	case eventStats:
 		t.stats = ev.Stats
+		t.custom = ev.CustomStats
 		t.sawStats = true
 	}
 	t.mu.Unlock()
@@ -202,7 +209,8 @@ func (t *tracker) recordResult(ts time.Time, event, host, task string, raw json.
 			status = "unreachable"
 		}
 		t.log.Line(ts, status, host, task, msg)
-		t.failed = append(t.failed, FailedTask{Host: host, Task: t.redact.Clean(task, 256), Unreachable: unreachable, Message: msg})
+		t.failed = append(t.failed, FailedTask{Host: host, Task: t.redact.Clean(task, 256), Play: t.redact.Clean(t.progress.Play, 256),
+			Unreachable: unreachable, Message: msg})
 	}
 }
 
@@ -301,6 +309,7 @@ func parseTimestamp(s string) time.Time {
 type outcome struct {
 	progress Progress
 	stats    map[string]HostStats
+	custom   map[string]json.RawMessage
 	failed   []FailedTask
 	sawStats bool
 	raw      []string
@@ -309,7 +318,7 @@ type outcome struct {
 func (t *tracker) snapshot() outcome {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return outcome{progress: t.progress, stats: t.stats, failed: append([]FailedTask(nil), t.failed...), sawStats: t.sawStats, raw: t.raw}
+	return outcome{progress: t.progress, stats: t.stats, custom: t.custom, failed: append([]FailedTask(nil), t.failed...), sawStats: t.sawStats, raw: t.raw}
 }
 
 // realFailures keeps the failures the final stats confirm. The jsonl callback

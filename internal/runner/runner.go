@@ -101,6 +101,11 @@ type Result struct {
 	Hosts map[string]HostStats
 	// FailedTasks are the failures the final stats confirm, in order.
 	FailedTasks []FailedTask
+	// CustomStats are the per-host data the playbook reported with set_stats
+	// (per_host), as JSON objects by host. Roles report facts kao keeps in
+	// status this way, such as the versions a host runs; they must never
+	// report secrets.
+	CustomStats map[string]json.RawMessage
 	// Progress is the last progress seen.
 	Progress Progress
 	// Log is the tail of the rendered, redacted log.
@@ -195,6 +200,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 func decide(res *Result, o outcome, stderrErr string, parentErr, runErr error, timeout time.Duration) {
 	res.Progress = o.progress
 	res.Hosts = o.stats
+	res.CustomStats = o.custom
 	res.FailedTasks = realFailures(o.failed, o.stats)
 	switch {
 	case parentErr != nil:

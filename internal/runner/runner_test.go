@@ -121,6 +121,30 @@ func TestFailedTaskIsReportedWithHostAndTask(t *testing.T) {
 	}
 }
 
+func TestCustomStatsAndThePlayOfAFailureAreReported(t *testing.T) {
+	res, err := Run(context.Background(), newSpec(t, "stats.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Failed || len(res.FailedTasks) != 1 {
+		t.Fatalf("want a failed run with one failure, got %s %+v", res.Outcome, res.FailedTasks)
+	}
+	if f := res.FailedTasks[0]; f.Host != "h2" || f.Play != "Stats | Report again, then fail on h2" {
+		t.Errorf("the failure does not name its play: %+v", f)
+	}
+	for _, h := range []string{"h1", "h2"} {
+		got := struct {
+			Versions map[string]string `json:"kao_versions"`
+		}{}
+		if err := json.Unmarshal(res.CustomStats[h], &got); err != nil {
+			t.Fatalf("custom stats of %s: %v (%s)", h, err, res.CustomStats[h])
+		}
+		if got.Versions["a"] != "v1.0.0-"+h || got.Versions["b"] != "v0.2.0" {
+			t.Errorf("custom stats of %s: %+v, want a from the first report and b from the second", h, got.Versions)
+		}
+	}
+}
+
 func TestUnreachableHostIsReportedFromTheStats(t *testing.T) {
 	spec := newSpec(t, "progress.yml")
 	// Nothing listens on loopback port 1, so SSH is refused at once.

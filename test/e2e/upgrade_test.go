@@ -1,0 +1,537 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	bundle "github.com/kao-io/kao/internal/artifacts"
+	"github.com/kao-io/kao/internal/etcdsnapshot"
+	"github.com/kao-io/kao/test/hosts"
+)
+
+// Versions of the upgrade test: both are in the bundle (hack/artifacts.sh).
+const (
+	upgradeFrom = "v1.17.1"
+	upgradeTo   = "v1.18.1"
+)
+
+// kaoServices are the systemd units kao runs, by component.
+var kaoServices = map[string]string{
+	"etcd":                         "karmada-etcd",
+	"karmada-apiserver":            "karmada-apiserver",
+	"karmada-aggregated-apiserver": "karmada-aggregated-apiserver",
+	"kube-controller-manager":      "kube-controller-manager",
+	"karmada-controller-manager":   "karmada-controller-manager",
+	"karmada-scheduler":            "karmada-scheduler",
+	"karmada-webhook":              "karmada-webhook",
+}
+
+// TestBinaryUpgrade installs Karmada v1.17.1 on three hosts (etcd on the
+// first, karmada-apiserver and karmada-aggregated-apiserver on all three,
+// the controllers on the last two) and upgrades it through the operator:
+//
+//  1. a single-component upgrade (spec.components.scheduler.version):
+//     only karmada-scheduler moves, on both hosts, one at a time; no other
+//     service on any host restarts; an etcd snapshot is taken first;
+//  2. the full upgrade (spec.version) with a failing step: node2's
+//     karmada-aggregated-apiserver cannot start (a systemd drop-in makes
+//     its start fail). The run stops there: node1 runs v1.18.1, node3 was
+//     not touched and still runs v1.17.1 (same process), no component after
+//     it moved, and status.lastRun says where it stopped;
+//  3. with the cause removed, the next run finishes the upgrade:
+//     every component on every host runs v1.18.1 (what the processes say
+//     over SSH, and status), status.version moves, the CRDs are v1.18.1's;
+//  4. asking for v1.17.1 again is refused with a condition and a Warning
+//     Event, and nothing runs.
+//
+// From before step 2 to the end of step 3 a prober sends, every 250 ms,
+// requests through the deployment's endpoint (node1's karmada-apiserver,
+// which a Karmada upgrade does not restart): GET /readyz, a list of the
+// Cluster API (served by karmada-aggregated-apiserver, restarted on each
+// host) and a dry-run create of a PropagationPolicy (through
+// karmada-webhook's admission, restarted on each host). Every one must
+// succeed: hosts are taken out of routing before their component restarts.
+// It also reads each host's karmada-aggregated-apiserver /readyz and checks
+// that no two were ever down in the same sample: one host at a time.
+func TestBinaryUpgrade(t *testing.T) {
+	testStart := time.Now()
+	dc := hosts.Start(t, 3)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	stateDir := startOperator(t, ns)
+	nodes := dc.Hosts()
+	createSSHSecret(t, ns, "up-ssh", dc)
+
+	kd := binaryDeployment(ns, "up", "up-ssh", nodes)
+	kd.Spec.Version = upgradeFrom
+	kd.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole}
+	kd.Spec.Hosts[1].Roles = []kaov1.HostRole{kaov1.APIServerRole, kaov1.ControlPlaneRole}
+	kd.Spec.Hosts[2].Roles = []kaov1.HostRole{kaov1.APIServerRole, kaov1.ControlPlaneRole}
+	if err := k8s.Create(ctx, kd); err != nil {
+		t.Fatal(err)
+	}
+	installed := waitForRun(t, kd, 8*time.Minute)
+	if r := installed.Status.LastRun; r.Result != kaov1.RunSucceeded || r.Playbook != "install.yml" {
+		t.Fatalf("the install of %s failed: %+v", upgradeFrom, r)
+	}
+	t.Logf("installed Karmada %s on 3 hosts in %s", upgradeFrom, time.Since(testStart).Round(time.Second))
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	defaults := bundleManifest(t)
+	want := map[string]string{}
+	for name := range kaoServices {
+		want[name] = upgradeFrom
+	}
+	want["etcd"], want["karmada-apiserver"], want["kube-controller-manager"] = defaults.Etcd, defaults.Kubernetes, defaults.Kubernetes
+	checkRunning(t, dc, get(t, kd), want)
+
+	// 1. One component's own version: only karmada-scheduler moves.
+	step := time.Now()
+	before := servicePIDs(t, dc, nodes)
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Components.Scheduler.Version = upgradeTo })
+	one := waitForRun(t, kd, 8*time.Minute)
+	if r := one.Status.LastRun; r.Result != kaov1.RunSucceeded || r.Playbook != "upgrade.yml" {
+		t.Fatalf("the scheduler's upgrade failed: %+v", r)
+	}
+	t.Logf("single-component upgrade (karmada-scheduler) took %s", time.Since(step).Round(time.Second))
+	u := one.Status.Upgrade
+	if u == nil || len(u.Components) != 1 || u.Components[0].Name != "karmada-scheduler" ||
+		!slices.Equal(u.Components[0].Hosts, []string{nodes[1].Name, nodes[2].Name}) || u.Components[0].To != upgradeTo ||
+		u.CompletionTime == nil || u.RunID != one.Status.LastRun.ID {
+		t.Errorf("status.upgrade does not describe the scheduler's upgrade: %+v", u)
+	}
+	checkBackup(t, stateDir, one)
+	want["karmada-scheduler"] = upgradeTo
+	checkRunning(t, dc, one, want)
+	after := servicePIDs(t, dc, nodes)
+	for key, pid := range before {
+		if moved := after[key] != pid; moved != strings.HasSuffix(key, "/karmada-scheduler") {
+			t.Errorf("%s: main PID %s before, %s after the scheduler's upgrade (restarted: %v)", key, pid, after[key], moved)
+		}
+	}
+	if one.Status.Version != upgradeFrom {
+		t.Errorf("status.version is %s after a single-component upgrade, want %s", one.Status.Version, upgradeFrom)
+	}
+	if crd := karmadaKubectl(t, one)("get", "crd", "propagationpolicies.policy.karmada.io", "-o", "yaml"); strings.Contains(crd, "overflowAffinities") {
+		t.Error("a single-component upgrade moved Karmada's CRDs to v1.18's")
+	}
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+
+	// 2. The full upgrade, with node2's karmada-aggregated-apiserver unable
+	// to start.
+	dropIn := "/etc/systemd/system/karmada-aggregated-apiserver.service.d"
+	mustRun(t, dc, nodes[1].Name, "mkdir -p "+dropIn+" && printf '[Service]\\nExecStartPre=/bin/false\\n' > "+dropIn+"/zz-e2e-broken.conf && systemctl daemon-reload")
+	p := startUpgradeProber(t, kd, nodes)
+	before = servicePIDs(t, dc, nodes)
+	step = time.Now()
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Version = upgradeTo })
+	stopped := waitForRun(t, kd, 8*time.Minute)
+	t.Logf("the upgrade stopped after %s", time.Since(step).Round(time.Second))
+	last := stopped.Status.LastRun
+	if last.Result != kaov1.RunFailed || last.Playbook != "upgrade.yml" {
+		t.Fatalf("the upgrade with a broken host did not fail: %+v", last)
+	}
+	// Hold the operator's retry (15 s after the failure) while the test
+	// looks at the hosts: it would stop at node2 again.
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Paused = true })
+	if !strings.Contains(last.Message, "stopped at karmada-aggregated-apiserver on "+nodes[1].Name) ||
+		!strings.Contains(last.Message, "before it: "+nodes[0].Name) || !strings.Contains(last.Message, "not touched: "+nodes[2].Name) {
+		t.Errorf("status.lastRun.message does not say where the upgrade stopped: %q", last.Message)
+	}
+	if len(last.FailedTasks) == 0 || last.FailedTasks[0].Host != nodes[1].Name {
+		t.Errorf("the failed task is not on %s: %+v", nodes[1].Name, last.FailedTasks)
+	}
+	if stopped.Status.Version != upgradeFrom || stopped.Status.Phase != kaov1.FailedPhase {
+		t.Errorf("after a stopped upgrade status.version is %s and phase %s", stopped.Status.Version, stopped.Status.Phase)
+	}
+	checkBackup(t, stateDir, stopped)
+	// node1 moved, node2 failed, node3 untouched; nothing after the
+	// aggregated API server moved.
+	checkInstances(t, dc, stopped, "karmada-aggregated-apiserver", map[string]string{
+		nodes[0].Name: upgradeTo, nodes[1].Name: "", nodes[2].Name: upgradeFrom,
+	})
+	for _, c := range []string{"karmada-webhook", "karmada-controller-manager"} {
+		checkInstances(t, dc, stopped, c, map[string]string{nodes[1].Name: upgradeFrom, nodes[2].Name: upgradeFrom})
+	}
+	pids := servicePIDs(t, dc, nodes)
+	for _, key := range []string{nodes[2].Name + "/karmada-aggregated-apiserver", nodes[1].Name + "/karmada-webhook",
+		nodes[2].Name + "/karmada-webhook", nodes[1].Name + "/karmada-controller-manager", nodes[2].Name + "/karmada-controller-manager"} {
+		if pids[key] != before[key] {
+			t.Errorf("%s restarted although the upgrade stopped before it (PID %s, then %s)", key, before[key], pids[key])
+		}
+	}
+	if c := meta.FindStatusCondition(stopped.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("PlaybookSucceeded after the stopped upgrade: %+v", c)
+	}
+
+	// 3. The cause removed, the next run finishes the upgrade.
+	mustRun(t, dc, nodes[1].Name, "rm -rf "+dropIn+" && systemctl daemon-reload")
+	step = time.Now()
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Paused = false })
+	done := waitForNextRun(t, kd, last.ID, 10*time.Minute)
+	if r := done.Status.LastRun; r.Result != kaov1.RunSucceeded || r.Playbook != "upgrade.yml" {
+		t.Fatalf("the retried upgrade failed: %+v", r)
+	}
+	t.Logf("the upgrade finished %s after the cause was removed", time.Since(step).Round(time.Second))
+	if done.Status.Version != upgradeTo || done.Status.Upgrade == nil || done.Status.Upgrade.CompletionTime == nil {
+		t.Errorf("status after the upgrade: version %s, upgrade %+v", done.Status.Version, done.Status.Upgrade)
+	}
+	if u := done.Status.Upgrade; u != nil && (len(u.Components) == 0 || u.Components[0].Name != "karmada-crds" && u.Components[0].Name != "karmada-aggregated-apiserver") {
+		t.Errorf("status.upgrade.components of the retry: %+v", u.Components)
+	}
+	checkBackup(t, stateDir, done)
+	if b, a := stopped.Status.Upgrade.Backup, done.Status.Upgrade.Backup; b != nil && a != nil && a.Location == b.Location {
+		t.Errorf("the retried upgrade did not take a snapshot of its own: %s", a.Location)
+	}
+	for name := range want {
+		if want[name] == upgradeFrom {
+			want[name] = upgradeTo
+		}
+	}
+	checkRunning(t, dc, done, want)
+	ready := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	for _, c := range ready.Status.Components {
+		if c.TargetVersion != "" {
+			t.Errorf("%s still has a target version after the upgrade: %+v", c.Name, c)
+		}
+	}
+	kubectl := karmadaKubectl(t, ready)
+	if crd := kubectl("get", "crd", "propagationpolicies.policy.karmada.io", "-o", "yaml"); !strings.Contains(crd, "overflowAffinities") {
+		t.Error("the PropagationPolicy CRD lacks v1.18's overflowAffinities: the CRDs did not move")
+	}
+	p.stop(t)
+
+	// 4. Going back is refused, and nothing runs.
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Version = upgradeFrom; s.Components.Scheduler.Version = "" })
+	refused := waitForCondition(t, kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, kaov1.DowngradeRefusedReason, time.Minute)
+	if c := meta.FindStatusCondition(refused.Status.Conditions, kaov1.PlaybookSucceededCondition); !strings.Contains(c.Message, "kao does not downgrade") {
+		t.Errorf("the refusal does not say why: %q", c.Message)
+	}
+	if refused.Status.LastRun.ID != done.Status.LastRun.ID || refused.Status.Progress != nil {
+		t.Errorf("a run started for a downgrade: %+v %+v", refused.Status.LastRun, refused.Status.Progress)
+	}
+	warned := false
+	for _, e := range deploymentEvents(t, kd) {
+		warned = warned || e.Reason == kaov1.DowngradeRefusedReason && e.Type == corev1.EventTypeWarning
+	}
+	if !warned {
+		t.Error("no DowngradeRefused Warning Event")
+	}
+	t.Logf("TestBinaryUpgrade took %s", time.Since(testStart).Round(time.Second))
+}
+
+// waitForNextRun waits for a finished run other than prev of the
+// deployment's current generation.
+func waitForNextRun(t testing.TB, kd *kaov1.KarmadaDeployment, prev string, timeout time.Duration) *kaov1.KarmadaDeployment {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		if last := cur.Status.LastRun; last != nil && last.ID != prev && cur.Status.Progress == nil && last.Generation == cur.Generation {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run after %s within %s; status: %+v", prev, timeout, cur.Status)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func mustRun(t testing.TB, dc *hosts.Cluster, host, script string) string {
+	t.Helper()
+	out, err := dc.Run(context.Background(), host, script)
+	if err != nil {
+		t.Fatalf("%s on %s: %v: %s", script, host, err, out)
+	}
+	return out
+}
+
+// runningVersionScript prints "<unit> <main PID> <version>" for every kao
+// unit on a host, the version from the running process's own image
+// (/proc/PID/exe): what serves, whatever file is on disk now.
+const runningVersionScript = `for u in %s; do
+  systemctl cat "$u.service" >/dev/null 2>&1 || continue
+  pid=$(systemctl show -p MainPID --value "$u.service")
+  v=-
+  if [ "$pid" != 0 ]; then
+    case "$u" in
+      karmada-etcd) v=v$(/proc/$pid/exe --version | sed -n 's/^etcd Version: //p') ;;
+      karmada-apiserver|kube-controller-manager) v=$(/proc/$pid/exe --version | sed -n 's/^Kubernetes //p') ;;
+      *) v=$(/proc/$pid/exe version | sed -n 's/.*GitVersion:"\([^"]*\)".*/\1/p') ;;
+    esac
+  fi
+  echo "$u $pid $v"
+done`
+
+// hostServices reads every kao unit's main PID and running version on the hosts.
+func hostServices(t testing.TB, dc *hosts.Cluster, hs []hosts.Host) map[string][2]string {
+	t.Helper()
+	units := []string{}
+	for _, u := range kaoServices {
+		units = append(units, u)
+	}
+	slices.Sort(units)
+	out := map[string][2]string{}
+	for _, h := range hs {
+		for _, line := range strings.Split(strings.TrimSpace(mustRun(t, dc, h.Name, fmt.Sprintf(runningVersionScript, strings.Join(units, " ")))), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 3 {
+				v := f[2]
+				if v == "-" {
+					v = ""
+				}
+				out[h.Name+"/"+f[0]] = [2]string{f[1], v}
+			}
+		}
+	}
+	return out
+}
+
+// servicePIDs maps host/unit to the unit's main PID.
+func servicePIDs(t testing.TB, dc *hosts.Cluster, hs []hosts.Host) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for k, v := range hostServices(t, dc, hs) {
+		out[k] = v[0]
+	}
+	return out
+}
+
+// checkRunning checks that every component with a wanted version runs it on
+// each of its hosts, as its process says over SSH and as status says.
+func checkRunning(t testing.TB, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, want map[string]string) {
+	t.Helper()
+	for _, c := range kd.Status.Components {
+		v, ok := want[c.Name]
+		if !ok || v == "" {
+			continue
+		}
+		if c.Version != v || c.TargetVersion != "" {
+			t.Errorf("status.components says %s runs %s (target %q), want %s", c.Name, c.Version, c.TargetVersion, v)
+		}
+		perHost := map[string]string{}
+		for _, h := range c.Hosts {
+			perHost[h] = v
+		}
+		checkInstances(t, dc, kd, c.Name, perHost)
+	}
+}
+
+// checkInstances checks, for each host, the version status records for a
+// component and the one its process reports over SSH ("" = not running).
+func checkInstances(t testing.TB, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, name string, want map[string]string) {
+	t.Helper()
+	var status kaov1.ComponentStatus
+	for _, c := range kd.Status.Components {
+		if c.Name == name {
+			status = c
+		}
+	}
+	for host, v := range want {
+		i := slices.IndexFunc(status.Instances, func(in kaov1.ComponentInstance) bool { return in.Host == host })
+		if i < 0 || status.Instances[i].Version != v {
+			t.Errorf("status.components[%s].instances has no %s running %q: %+v", name, host, v, status.Instances)
+		}
+		h, err := dc.Host(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hostServices(t, dc, []hosts.Host{h})[host+"/"+kaoServices[name]][1]; got != v {
+			t.Errorf("%s on %s runs %q, want %q", name, host, got, v)
+		}
+	}
+}
+
+// checkBackup checks that status.upgrade.backup names a snapshot taken for
+// this upgrade run, stored in the operator's state directory with the
+// recorded checksum, and that an Event said so.
+func checkBackup(t testing.TB, stateDir string, kd *kaov1.KarmadaDeployment) {
+	t.Helper()
+	u := kd.Status.Upgrade
+	if u == nil || u.Backup == nil || u.RunID != kd.Status.LastRun.ID {
+		t.Errorf("no etcd snapshot in status.upgrade for run %s: %+v", kd.Status.LastRun.ID, u)
+		return
+	}
+	b := u.Backup
+	if !strings.HasPrefix(b.Location, filepath.Join(stateDir, "backups", kd.Namespace, kd.Name)+"/") || b.Revision == 0 ||
+		b.Time.Before(&u.StartTime) || b.Time.After(kd.Status.LastRun.EndTime.Time) {
+		t.Errorf("status.upgrade.backup: %+v (upgrade started %s)", b, u.StartTime)
+	}
+	sum, _, err := etcdsnapshot.FileSHA256(b.Location)
+	if err != nil || sum != b.SHA256 {
+		t.Errorf("the snapshot %s: sha256 %s (%v), status says %s", b.Location, sum, err, b.SHA256)
+	}
+	if st, err := os.Stat(b.Location); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the snapshot file %s is not private: %v %v", b.Location, st, err)
+	}
+	found := false
+	for _, e := range deploymentEvents(t, kd) {
+		found = found || e.Reason == "UpgradeBackupTaken" && strings.Contains(e.Note, b.Location)
+	}
+	if !found {
+		t.Errorf("no UpgradeBackupTaken Event names %s", b.Location)
+	}
+}
+
+// bundleManifest reads the bundle's default versions.
+func bundleManifest(t testing.TB) bundle.Manifest {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(artifactsDir, bundle.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := bundle.Manifest{}
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// upgradeProber sends requests through the deployment's endpoint while an
+// upgrade runs and records every failure, and samples each host's
+// karmada-aggregated-apiserver /readyz.
+type upgradeProber struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	requests map[string]int
+	failures []string
+	// downTogether records samples in which more than one host's
+	// karmada-aggregated-apiserver was not ready.
+	downTogether []string
+	samples      int
+}
+
+func startUpgradeProber(t *testing.T, kd *kaov1.KarmadaDeployment, nodes []hosts.Host) *upgradeProber {
+	t.Helper()
+	cur := get(t, kd)
+	ref := cur.Status.KubeconfigSecretRef
+	if ref == nil {
+		t.Fatal("no exported kubeconfig in status")
+	}
+	secret := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: kd.Namespace, Name: ref.Name}, secret); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[ref.Key])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-upgrade"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	aggregated := map[string]*kubernetes.Clientset{}
+	for _, h := range nodes {
+		c := rest.CopyConfig(cfg)
+		c.Host = "https://" + h.Address + ":7443"
+		if aggregated[h.Name], err = kubernetes.NewForConfig(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policies := schema.GroupVersionResource{Group: "policy.karmada.io", Version: "v1alpha1", Resource: "propagationpolicies"}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &upgradeProber{cancel: cancel, done: make(chan struct{}), requests: map[string]int{}}
+	fail := func(what string, err error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.requests[what]++
+		if err != nil {
+			p.failures = append(p.failures, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), what, err))
+		}
+	}
+	go func() {
+		defer close(p.done)
+		for i := 0; ctx.Err() == nil; i++ {
+			_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			fail("GET /readyz", err)
+			_, err = cs.Discovery().RESTClient().Get().AbsPath("/apis/cluster.karmada.io/v1alpha1/clusters").DoRaw(ctx)
+			fail("list clusters (karmada-aggregated-apiserver)", err)
+			pp := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+				"metadata": map[string]any{"name": fmt.Sprintf("probe-%d", i), "namespace": "e2e-upgrade"},
+				"spec": map[string]any{
+					"resourceSelectors": []any{map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+					"placement":         map[string]any{"clusterAffinity": map[string]any{"clusterNames": []any{"member1"}}},
+				},
+			}}
+			_, err = dyn.Resource(policies).Namespace("e2e-upgrade").Create(ctx, pp, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			fail("dry-run create PropagationPolicy (karmada-webhook)", err)
+
+			down := []string{}
+			for _, h := range nodes {
+				if _, err := aggregated[h.Name].Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+					down = append(down, h.Name)
+				}
+			}
+			p.mu.Lock()
+			p.samples++
+			if len(down) > 1 {
+				p.downTogether = append(p.downTogether, time.Now().Format("15:04:05.000")+" "+strings.Join(down, ","))
+			}
+			p.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-p.done })
+	return p
+}
+
+// stop ends the prober and fails t on any failed request, or on a sample
+// with two hosts' aggregated API servers down at once.
+func (p *upgradeProber) stop(t *testing.T) {
+	t.Helper()
+	p.cancel()
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t.Logf("the prober sent %v requests through the endpoint and sampled every host's karmada-aggregated-apiserver %d times", p.requests, p.samples)
+	if p.samples < 100 {
+		t.Errorf("only %d samples: the prober proves nothing", p.samples)
+	}
+	for i, f := range p.failures {
+		if i == 10 {
+			t.Errorf("... %d failures in all", len(p.failures))
+			break
+		}
+		t.Errorf("a request failed during the upgrade: %s", f)
+	}
+	for i, d := range p.downTogether {
+		if i == 10 {
+			break
+		}
+		t.Errorf("more than one host's karmada-aggregated-apiserver was down at once: %s", d)
+	}
+}
