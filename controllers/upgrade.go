@@ -158,18 +158,23 @@ func runningVersions(kd *kaov1.KarmadaDeployment, name string) map[string]string
 }
 
 // knownVersions are the distinct versions a component is known to run, sorted:
-// its instances' (empty ones, not running, aside), else, for a status written
-// before kao recorded instances, the component's version.
+// its instances' (empty ones, not running, aside), plus the component's
+// version when an instance does not run or, for a status written before kao
+// recorded instances, none is known.
 func knownVersions(kd *kaov1.KarmadaDeployment, name string) []string {
 	seen := []string{}
+	stopped := false
 	for _, v := range runningVersions(kd, name) {
+		stopped = stopped || v == ""
 		if v != "" && !slices.Contains(seen, v) {
 			seen = append(seen, v)
 		}
 	}
-	if len(seen) == 0 {
+	if len(seen) == 0 || stopped {
+		// A host where it does not run (an upgrade stopped there) still has
+		// what it ran last, the component's version.
 		for _, c := range kd.Status.Components {
-			if c.Name == name && c.Version != "" {
+			if c.Name == name && c.Version != "" && !slices.Contains(seen, c.Version) {
 				seen = append(seen, c.Version)
 			}
 		}

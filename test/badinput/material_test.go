@@ -180,6 +180,10 @@ func newLeaf(t *testing.T, caKey *ecdsa.PrivateKey, ca *x509.Certificate, cn str
 // bundleVersions are the versions the fake offline bundle holds.
 var bundleVersions = map[string]string{"karmada": "v1.18.1", "kubernetes": "v1.35.4", "etcd": "v3.6.6"}
 
+// previousKarmadaVersion is the older Karmada the bundle holds beside the
+// default (upgrades start from it).
+const previousKarmadaVersion = "v1.17.1"
+
 // fakeBundle makes an artifacts bundle directory that passes the operator's
 // checks (manifest.json and <component>/<version>/bin) without binaries: no
 // run in this test gets past its first SSH connection.
@@ -197,6 +201,11 @@ func fakeBundle(t *testing.T) string {
 		if err := os.MkdirAll(filepath.Join(dir, c, v, "bin"), 0o750); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Like the real bundle, it holds the previous Karmada version too: a
+	// downgrade is refused for being one, not for a missing version.
+	if err := os.MkdirAll(filepath.Join(dir, "karmada", previousKarmadaVersion, "bin"), 0o750); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
