@@ -200,6 +200,10 @@ func TestSpecChangeDuringARunIsNotLost(t *testing.T) {
 	if done.Status.ObservedGeneration != 2 {
 		t.Errorf("observedGeneration %d, want 2", done.Status.ObservedGeneration)
 	}
+	// Only a member changed since the install succeeded: the members playbook ran.
+	if done.Status.LastRun.Playbook != membersPlaybook {
+		t.Errorf("a change of spec.members alone ran %s, want %s", done.Status.LastRun.Playbook, membersPlaybook)
+	}
 }
 
 func TestPausedDeploymentDoesNotRun(t *testing.T) {
