@@ -129,6 +129,7 @@ func wrongKnownHosts(knownHosts []byte, first, second string) []byte {
 // idempotent re-run, a powered-off etcd host, a changed host key, member
 // clusters, an etcd backup and restore, deletion.
 func TestBinaryInstall(t *testing.T) {
+	inLane(t, installLane)
 	dc := hosts.Start(t, 3)
 	ctx := context.Background()
 	ns := newNamespace(t)

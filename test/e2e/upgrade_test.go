@@ -74,6 +74,7 @@ var kaoServices = map[string]string{
 // It also reads each host's karmada-aggregated-apiserver /readyz and checks
 // that no two were ever down in the same sample: one host at a time.
 func TestBinaryUpgrade(t *testing.T) {
+	inLane(t, changeLane)
 	testStart := time.Now()
 	dc := hosts.Start(t, 3)
 	ctx := context.Background()
