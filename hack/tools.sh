@@ -21,8 +21,9 @@ ETCD_VERSION="v3.6.6"
 KARMADA_VERSION="v1.18.1"
 CONTROLLER_GEN_VERSION="v0.20.0"
 GOLANGCI_LINT_VERSION="v2.6.2"
+KWOK_VERSION="v0.7.0"
 
-ALL_SETS=(kubernetes etcd karmada controller-gen golangci-lint)
+ALL_SETS=(kubernetes etcd karmada controller-gen golangci-lint kwok)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -34,6 +35,7 @@ set_version() {
 	karmada) echo "$KARMADA_VERSION" ;;
 	controller-gen) echo "$CONTROLLER_GEN_VERSION" ;;
 	golangci-lint) echo "$GOLANGCI_LINT_VERSION" ;;
+	kwok) echo "$KWOK_VERSION" ;;
 	*)
 		log "unknown tool set: $1 (known: ${ALL_SETS[*]})"
 		return 1
@@ -119,6 +121,11 @@ build_set() {
 	golangci-lint)
 		log "  building golangci-lint"
 		GOBIN="$tmp/bin" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+		;;
+	kwok)
+		# The Containerized end-to-end test's simulated nodes and pods.
+		build_module_tools kwok "$tmp/bin" "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
+			sigs.k8s.io/kwok/cmd/kwok=kwok
 		;;
 	esac
 	date -u +%Y-%m-%dT%H:%M:%SZ >"$tmp/.complete"
