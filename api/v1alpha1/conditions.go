@@ -73,6 +73,13 @@ const (
 	RunInterruptedReason = "RunInterrupted"
 	// PrerequisitesMissingReason means a referenced Secret, key or artifact is missing or malformed.
 	PrerequisitesMissingReason = "PrerequisitesMissing"
+	// HostClusterUnreachableReason means kao could not use the host cluster of a
+	// Containerized deployment before a run (kubeconfig, permissions, connection).
+	HostClusterUnreachableReason = "HostClusterUnreachable"
+	// ExposurePendingReason means kao waits for the host cluster to give
+	// karmada-apiserver's Service an address (a load balancer's, or a node's)
+	// before it issues the certificate naming it and starts the run.
+	ExposurePendingReason = "ExposurePending"
 )
 
 // CertificatesValidCondition says every issued certificate is valid and outside its renewal window.

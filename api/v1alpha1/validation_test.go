@@ -142,6 +142,42 @@ func member(obj map[string]any, i int) map[string]any {
 
 func spec(obj map[string]any) map[string]any { return obj["spec"].(map[string]any) }
 
+// TestContainerizedExposureVariantsAreAccepted checks the ways kao can reach
+// a Containerized karmada-apiserver that the API must let through.
+func TestContainerizedExposureVariantsAreAccepted(t *testing.T) {
+	tests := []struct {
+		// name says how karmada-apiserver is reached.
+		name string
+		// mutate changes the Containerized sample.
+		mutate func(obj map[string]any)
+	}{
+		{name: "remote host cluster through a load balancer", mutate: func(o map[string]any) {
+			set(o, "LoadBalancer", "spec", "apiServer", "serviceType")
+		}},
+		{name: "remote host cluster, ClusterIP behind the user's own endpoint", mutate: func(o map[string]any) {
+			set(o, "ClusterIP", "spec", "apiServer", "serviceType")
+			set(o, "karmada.dc1.example:443", "spec", "apiServer", "endpoint")
+		}},
+		{name: "operator in the host cluster with the default ClusterIP", mutate: func(o map[string]any) {
+			delete(spec(o)["apiServer"].(map[string]any), "serviceType")
+			set(o, map[string]any{"inCluster": true}, "spec", "hostCluster")
+		}},
+		{name: "etcd resources and tolerations", mutate: func(o map[string]any) {
+			set(o, map[string]any{"requests": map[string]any{"cpu": "1", "memory": "2Gi"}}, "spec", "etcd", "managed", "resources")
+			set(o, []any{map[string]any{"key": "dedicated", "operator": "Exists"}}, "spec", "etcd", "managed", "tolerations")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := sample(t, containerizedSample)
+			tt.mutate(obj.Object)
+			if err := createInNamespace(context.Background(), t, obj); err != nil {
+				t.Fatalf("the API server rejected a valid object: %v", err)
+			}
+		})
+	}
+}
+
 func TestInvalidObjectsAreRejected(t *testing.T) {
 	tests := []struct {
 		// name says what is wrong with the object.
@@ -402,6 +438,32 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			wantMessage: "every weight in spec.hostCluster.affinity must be between 1 and 100",
 		},
 		{
+			name:        "containerized mode without an image registry",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { delete(spec(o)["artifacts"].(map[string]any), "imageRegistry") },
+			wantMessage: "spec.artifacts.imageRegistry is required when spec.mode is Containerized",
+		},
+		{
+			name:        "remote host cluster behind a ClusterIP Service",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, "ClusterIP", "spec", "apiServer", "serviceType") },
+			wantMessage: "with spec.hostCluster.kubeconfigSecretRef set spec.apiServer.serviceType to NodePort or LoadBalancer",
+		},
+		{
+			name:        "remote host cluster with the default service type",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { delete(spec(o)["apiServer"].(map[string]any), "serviceType") },
+			wantMessage: "kao reaches a remote host cluster's karmada-apiserver from outside that cluster",
+		},
+		{
+			name:   "etcd resources in binary mode",
+			sample: binarySample,
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"requests": map[string]any{"cpu": "1"}}, "spec", "etcd", "managed", "resources")
+			},
+			wantMessage: "spec.etcd.managed.resources and spec.etcd.managed.tolerations are only used in Containerized mode",
+		},
+		{
 			name:        "backup retention without a schedule",
 			sample:      backupSample,
 			mutate:      func(o map[string]any) { delete(spec(o), "schedule") },
@@ -490,6 +552,24 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 			sample:      binarySample,
 			mutate:      func(o map[string]any) { set(o, "/data/karmada-etcd", "spec", "etcd", "managed", "dataDir") },
 			wantMessage: "spec.etcd.managed.dataDir cannot change",
+		},
+		{
+			name:        "host cluster namespace",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, "karmada-two", "spec", "hostCluster", "namespace") },
+			wantMessage: "spec.hostCluster.namespace cannot change",
+		},
+		{
+			name:        "containerized etcd replicas",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, int64(5), "spec", "etcd", "managed", "replicas") },
+			wantMessage: "spec.etcd.managed.replicas cannot change",
+		},
+		{
+			name:        "containerized etcd storage",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, "20Gi", "spec", "etcd", "managed", "storage", "size") },
+			wantMessage: "spec.etcd.managed.storage cannot change",
 		},
 		{
 			name:        "restore source",
