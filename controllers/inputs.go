@@ -35,6 +35,8 @@ type runInputs struct {
 	pki pki.Bundle
 	// externalEtcd is spec.etcd.external's CA and client certificate.
 	externalEtcd *externalEtcd
+	// host is the host cluster of a Containerized deployment.
+	host *hostCluster
 }
 
 // secretValue reads one key of a Secret in the deployment's namespace. field
@@ -144,8 +146,15 @@ func (in *runInputs) secretValues() [][]byte {
 			out = append(out, in.pki[name])
 		}
 	}
+	if in.host != nil {
+		out = append(out, in.host.secrets...)
+	}
 	return out
 }
+
+// hostKubeconfigFile is where a run finds the host cluster's kubeconfig,
+// under its secrets directory.
+const hostKubeconfigFile = "host-cluster.kubeconfig"
 
 // inventoryGroups lists the groups the runner sizes its forks and estimate by.
 var inventoryGroups = []string{
@@ -158,7 +167,12 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 	kubeconfigPath := func(member string) string {
 		return filepath.Join(dir, runner.SecretsDir, "members", member+".kubeconfig")
 	}
-	inv, err := inventory.Build(kd, inventory.Options{MemberKubeconfigPath: kubeconfigPath})
+	opts := inventory.Options{MemberKubeconfigPath: kubeconfigPath}
+	if in.host != nil {
+		opts.HostClusterKubeconfigPath = filepath.Join(dir, runner.SecretsDir, hostKubeconfigFile)
+		opts.APIEndpoint = kd.Status.Endpoint
+	}
+	inv, err := inventory.Build(kd, opts)
 	if err != nil {
 		return runner.Spec{}, &inputError{fmt.Sprintf("building the inventory: %v", err)}
 	}
@@ -167,7 +181,9 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 		return runner.Spec{}, fmt.Errorf("encoding the inventory: %w", err)
 	}
 	extraVars := map[string]any{"kao_run_id": runID}
-	if kd.Spec.Mode == kaov1.BinaryMode {
+	// A Containerized control plane takes its images from the registry and
+	// only Karmada's CRDs from the bundle; its uninstall needs nothing of it.
+	if kd.Spec.Mode == kaov1.BinaryMode || playbook != uninstallPlaybook {
 		// An uninstall uses what an earlier run mirrored when it can: removing
 		// a control plane must not depend on the bundle's web server.
 		a, err := r.observedArtifacts(kd)
@@ -205,6 +221,9 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 	}
 	for _, name := range sortedKeys(in.kubeconfigs) {
 		spec.Secrets = append(spec.Secrets, runner.File{Path: filepath.Join("members", name+".kubeconfig"), Data: in.kubeconfigs[name]})
+	}
+	if in.host != nil {
+		spec.Secrets = append(spec.Secrets, runner.File{Path: hostKubeconfigFile, Data: in.host.kubeconfig})
 	}
 	if len(in.pki) > 0 {
 		for _, name := range sortedKeys(in.pki) {
