@@ -63,6 +63,7 @@ func TestWorkloadsBecomeReadyAndRun(t *testing.T) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels("kv")},
 				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
 					Containers: []corev1.Container{{
 						Name: "kv", Image: "registry.test:5000/etcd:3.6.6-0",
 						Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,13 +54,14 @@ type RunOptions struct {
 // machine, the way a kubelet, kube-proxy, cluster DNS and a load balancer
 // would serve them in a real cluster:
 //
-//   - each pod gets an address of its own on loopback (127.77.1.x) and runs
+//   - each pod gets an address of its own on loopback (127.B.1.x and up,
+//     where B is the kubelet's block: see addressBlock) and runs
 //     its container's command with the Secrets, ConfigMaps and volumes the
 //     pod mounts (claims resolve to their PersistentVolume's directory), in
 //     a mount namespace of its own whose /etc/hosts maps the cluster's DNS
 //     names: <service>.<namespace>.svc[.<domain>], and
 //     <pod>.<subdomain>.<namespace>.svc[.<domain>] for StatefulSet pods;
-//   - each Service gets an address on loopback (127.77.0.x) and a proxy
+//   - each Service gets an address on loopback (127.B.0.x) and a proxy
 //     that forwards each port to a running pod it selects;
 //   - a LoadBalancer Service gets its Service address as ingress.
 //
@@ -74,6 +76,8 @@ type Kubelet struct {
 	c    *Cluster
 	opts RunOptions
 	root string
+	// block is the second octet of every address the kubelet hands out.
+	block int
 
 	mu       sync.Mutex
 	pods     map[string]*localPod     // by pod UID
@@ -120,8 +124,13 @@ func (c *Cluster) RunPods(t testing.TB, opts RunOptions) *Kubelet {
 	if opts.DNSDomain == "" {
 		opts.DNSDomain = "cluster.local"
 	}
+	block, release, err := addressBlock()
+	if err != nil {
+		t.Fatalf("host cluster: %v", err)
+	}
+	t.Cleanup(release)
 	k := &Kubelet{
-		c: c, opts: opts, root: filepath.Join(c.Dir, "kubelet-"+opts.Namespace),
+		c: c, opts: opts, root: filepath.Join(c.Dir, "kubelet-"+opts.Namespace), block: block,
 		pods: map[string]*localPod{}, services: map[string]*localService{},
 	}
 	if err := os.MkdirAll(k.root, 0o700); err != nil {
@@ -254,7 +263,12 @@ func (k *Kubelet) serveService(ctx context.Context, svc *corev1.Service) {
 	ls := k.services[svc.Name]
 	if ls == nil {
 		k.nextSvc++
-		ls = &localService{ip: fmt.Sprintf("127.77.0.%d", k.nextSvc)}
+		if k.nextSvc > 254 {
+			k.mu.Unlock()
+			k.errorf("serving Service %s: more than 254 Services", svc.Name)
+			return
+		}
+		ls = &localService{ip: fmt.Sprintf("127.%d.0.%d", k.block, k.nextSvc)}
 		k.services[svc.Name] = ls
 	}
 	ls.svc = svc
@@ -276,7 +290,8 @@ func (k *Kubelet) serveService(ctx context.Context, svc *corev1.Service) {
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
 		(len(svc.Status.LoadBalancer.Ingress) == 0 || svc.Status.LoadBalancer.Ingress[0].IP != ls.ip) {
 		cur := svc.DeepCopy()
-		cur.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ls.ip}}
+		vip := corev1.LoadBalancerIPModeVIP
+		cur.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ls.ip, IPMode: &vip}}
 		if _, err := k.c.Client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
 			k.errorf("setting the load balancer address of Service %s: %v", svc.Name, err)
 		}
@@ -408,8 +423,9 @@ func (k *Kubelet) runPod(ctx context.Context, p *corev1.Pod) {
 	k.mu.Lock()
 	lp := k.pods[string(p.UID)]
 	if lp == nil {
+		n := k.nextPod
 		k.nextPod++
-		lp = &localPod{pod: p, ip: fmt.Sprintf("127.77.1.%d", k.nextPod),
+		lp = &localPod{pod: p, ip: fmt.Sprintf("127.%d.%d.%d", k.block, 1+n/254, 1+n%254),
 			dir: filepath.Join(k.root, "pods", p.Name+"-"+string(p.UID)[:8])}
 		k.pods[string(p.UID)] = lp
 	}
@@ -424,6 +440,9 @@ func (k *Kubelet) runPod(ctx context.Context, p *corev1.Pod) {
 		return
 	}
 	cmd, err := k.command(ctx, lp)
+	if errors.Is(err, errNotYet) {
+		return // a claim still binding: the next sync tries again
+	}
 	if err != nil {
 		k.errorf("pod %s: %v", p.Name, err)
 		return
@@ -454,6 +473,10 @@ func exitTime(lp *localPod) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, string(data))
 	return t
 }
+
+// errNotYet means a pod cannot run yet, as a kubelet would wait: a claim
+// that is not bound.
+var errNotYet = errors.New("not bound yet")
 
 // varRef is a $(NAME) reference in a command, as Kubernetes expands it.
 var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
@@ -573,14 +596,21 @@ func (k *Kubelet) program(image, command string) (string, error) {
 	return bin, nil
 }
 
-// volumes makes a directory for each of a pod's volumes and returns them
+// volumes makes a directory for each volume a pod's container mounts and returns them
 // by volume name: Secrets and ConfigMaps written out (0600), empty
 // directories, host paths under the kubelet's directory, and claims as
 // their PersistentVolume's directory.
 func (k *Kubelet) volumes(ctx context.Context, lp *localPod) (map[string]string, error) {
 	p := lp.pod
+	mounted := map[string]bool{}
+	for _, m := range p.Spec.Containers[0].VolumeMounts {
+		mounted[m.Name] = true
+	}
 	out := map[string]string{}
 	for _, v := range p.Spec.Volumes {
+		if !mounted[v.Name] {
+			continue // nothing of this pod reads it
+		}
 		dir := filepath.Join(lp.dir, "volumes", v.Name)
 		switch {
 		case v.Secret != nil:
@@ -618,7 +648,7 @@ func (k *Kubelet) volumes(ctx context.Context, lp *localPod) (map[string]string,
 				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
 			}
 			if pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
-				return nil, fmt.Errorf("volume %s: claim %s is not bound yet", v.Name, pvc.Name)
+				return nil, fmt.Errorf("volume %s: claim %s: %w", v.Name, pvc.Name, errNotYet)
 			}
 			pv, err := k.c.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 			if err != nil {
@@ -677,4 +707,33 @@ func (k *Kubelet) stopAll() {
 		}()
 	}
 	wg.Wait()
+}
+
+// Address blocks: each Kubelet of the machine (tests of several packages
+// may run at once) takes 127.B.0.0/16 for one B in [firstBlock, lastBlock],
+// held by an flock(2) on a file of the machine's temporary directory.
+const (
+	firstBlock = 64
+	lastBlock  = 127
+)
+
+// addressBlock takes a free address block and returns it with the function
+// that releases it.
+func addressBlock() (int, func(), error) {
+	for b := firstBlock; b <= lastBlock; b++ {
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("kao-hostcluster-127.%d.lock", b))
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return 0, nil, fmt.Errorf("opening the address block lock %s: %w", path, err)
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return b, func() { _ = f.Close() }, nil
+		}
+		_ = f.Close()
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return 0, nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+	}
+	return 0, nil, fmt.Errorf("every loopback block 127.%d-%d.0.0/16 is taken by another kubelet", firstBlock, lastBlock)
 }
