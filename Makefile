@@ -29,7 +29,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: tools
-tools: ## Build the pinned tools (kube-apiserver, etcd, Karmada, controller-gen, golangci-lint) into the cache.
+tools: ## Build the pinned tools (kube-apiserver, etcd, Karmada, controller-gen, golangci-lint, kwok) into the cache.
 	$(TOOLS) build
 
 .PHONY: artifacts

@@ -163,6 +163,14 @@ func checkBundleDir(kd *kaov1.KarmadaDeployment, dir string, src bundleSource) (
 		return nil, err
 	}
 	for _, w := range wants {
+		if kd.Spec.Mode == kaov1.ContainerizedMode {
+			// Only Karmada's CRDs come from the bundle; images come from the registry.
+			if st, err := os.Stat(filepath.Join(dir, w.component, w.version, "crds.tar.gz")); err != nil || !st.Mode().IsRegular() {
+				return nil, &inputError{fmt.Sprintf("%s has no Karmada %s CRD archive (karmada/%s/crds.tar.gz): build a bundle with it (`make artifacts`)",
+					src, w.version, w.version)}
+			}
+			continue
+		}
 		if st, err := os.Stat(filepath.Join(dir, w.component, w.version, "bin")); err != nil || !st.IsDir() {
 			return nil, missingVersion(src, w)
 		}
@@ -193,7 +201,14 @@ func versionsFor(kd *kaov1.KarmadaDeployment, m bundle.Manifest, src bundleSourc
 			wants = append(wants, w)
 		}
 	}
-	for _, w := range wants {
+	// Every version must be known and well-formed: a Containerized control
+	// plane tags its images with them. Its bundle need only hold the CRDs of
+	// its Karmada version.
+	checked := wants
+	if kd.Spec.Mode == kaov1.ContainerizedMode {
+		wants = wants[:1]
+	}
+	for _, w := range checked {
 		if w.version == "" {
 			return nil, nil, &inputError{fmt.Sprintf("%s names no default %s version in manifest.json", src, w.what)}
 		}

@@ -26,6 +26,11 @@ const (
 	// directories) kao keeps per deployment.
 	defaultLogRetention = 5
 
+	// exposurePollInterval is how often kao looks again at a karmada-apiserver
+	// Service that has no address yet: a load balancer usually assigns one
+	// within seconds, and the install waits for it.
+	exposurePollInterval = 5 * time.Second
+
 	// maxLogConfigMapBytes keeps a run's compressed log under the 1 MiB
 	// ConfigMap limit with room for metadata.
 	maxLogConfigMapBytes = 900 << 10

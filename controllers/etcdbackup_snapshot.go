@@ -70,14 +70,29 @@ func (r *EtcdBackupReconciler) etcdSourceOf(ctx context.Context, kd *kaov1.Karma
 	if err != nil {
 		return nil, &inputError{fmt.Sprintf("the PKI Secret %s/%s cannot authenticate kao to etcd: %v", kd.Namespace, pkiSecretName(kd), err)}
 	}
-	src := &etcdSource{members: map[string]string{}, tls: cfg}
+	src := &etcdSource{members: managedEtcdMembers(kd), tls: cfg}
 	if m := kd.Spec.Etcd.Managed; m != nil {
 		src.version = m.Version
 	}
-	for _, h := range hostsWithRole(kd, kaov1.EtcdRole) {
-		src.members[h.Name] = "https://" + net.JoinHostPort(h.Address, strconv.Itoa(etcdClientPort))
-	}
 	return src, nil
+}
+
+// managedEtcdMembers maps the members of a managed etcd to their client
+// URLs: the etcd hosts (Binary), or the StatefulSet's pods by their DNS
+// names in the host cluster, which kao's etcd certificates name
+// (Containerized; only resolvable from inside the host cluster).
+func managedEtcdMembers(kd *kaov1.KarmadaDeployment) map[string]string {
+	out := map[string]string{}
+	if kd.Spec.Mode == kaov1.ContainerizedMode {
+		for _, pod := range etcdMemberNames(kd) {
+			out[pod] = etcdMemberURL(kd, pod)
+		}
+		return out
+	}
+	for _, h := range hostsWithRole(kd, kaov1.EtcdRole) {
+		out[h.Name] = "https://" + net.JoinHostPort(h.Address, strconv.Itoa(etcdClientPort))
+	}
+	return out
 }
 
 // snapshotCandidates orders the members a snapshot may come from: healthy

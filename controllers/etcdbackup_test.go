@@ -270,8 +270,8 @@ func TestEtcdBackupFailuresNameTheirCause(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: kaov1.KarmadaDeploymentSpec{
 				Mode: kaov1.ContainerizedMode, Version: "v1.18.1",
-				HostCluster: &kaov1.HostClusterSpec{InCluster: true},
-				Artifacts:   kaov1.ArtifactsSpec{LocalPath: bundle},
+				HostCluster: &kaov1.HostClusterSpec{InCluster: true, Namespace: ns},
+				Artifacts:   kaov1.ArtifactsSpec{LocalPath: bundle, ImageRegistry: testImageRegistry},
 				Etcd: kaov1.EtcdSpec{External: &kaov1.ExternalEtcd{
 					Endpoints:            []string{closed},
 					CASecretRef:          kaov1.SecretKeyReference{Name: "etcd-ca", Key: "ca.crt"},

@@ -77,7 +77,8 @@ func TestExternalEtcdMaterialReachesTheRun(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: kaov1.KarmadaDeploymentSpec{
 				Mode: kaov1.ContainerizedMode, Version: "v1.18.1",
-				HostCluster: &kaov1.HostClusterSpec{InCluster: true},
+				HostCluster: &kaov1.HostClusterSpec{InCluster: true, Namespace: ns + "-" + name},
+				Artifacts:   kaov1.ArtifactsSpec{ImageRegistry: testImageRegistry},
 				Etcd: kaov1.EtcdSpec{External: &kaov1.ExternalEtcd{
 					Endpoints:            []string{"https://10.0.0.5:2379"},
 					CASecretRef:          kaov1.SecretKeyReference{Name: "etcd-ca", Key: "ca.crt"},

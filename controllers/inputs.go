@@ -38,6 +38,8 @@ type runInputs struct {
 	externalEtcd *externalEtcd
 	// upgrade is what an upgrade run moves: the inventory's upgrade groups.
 	upgrade *upgradePlan
+	// host is the host cluster of a Containerized deployment.
+	host *hostCluster
 }
 
 // secretValue reads one key of a Secret in the deployment's namespace. field
@@ -147,8 +149,15 @@ func (in *runInputs) secretValues() [][]byte {
 			out = append(out, in.pki[name])
 		}
 	}
+	if in.host != nil {
+		out = append(out, in.host.secrets...)
+	}
 	return out
 }
+
+// hostKubeconfigFile is where a run finds the host cluster's kubeconfig,
+// under its secrets directory.
+const hostKubeconfigFile = "host-cluster.kubeconfig"
 
 // inventoryGroups lists the groups the runner sizes its forks and estimate by.
 var inventoryGroups = []string{
@@ -165,6 +174,10 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 	if len(in.pki) > 0 {
 		opts.AgentCertificateNotAfter = func(member string) (time.Time, bool) { return in.pki.NotAfter(pki.AgentClient(member)) }
 	}
+	if in.host != nil {
+		opts.HostClusterKubeconfigPath = filepath.Join(dir, runner.SecretsDir, hostKubeconfigFile)
+		opts.APIEndpoint = kd.Status.Endpoint
+	}
 	inv, err := inventory.Build(kd, opts)
 	if err != nil {
 		return runner.Spec{}, &inputError{fmt.Sprintf("building the inventory: %v", err)}
@@ -174,7 +187,9 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 		return runner.Spec{}, fmt.Errorf("encoding the inventory: %w", err)
 	}
 	extraVars := map[string]any{"kao_run_id": runID}
-	if kd.Spec.Mode == kaov1.BinaryMode {
+	// A Containerized control plane takes its images from the registry and
+	// only Karmada's CRDs from the bundle; its uninstall needs nothing of it.
+	if kd.Spec.Mode == kaov1.BinaryMode || playbook != uninstallPlaybook {
 		// An uninstall uses what an earlier run mirrored when it can: removing
 		// a control plane must not depend on the bundle's web server.
 		a, err := r.observedArtifacts(kd)
@@ -212,6 +227,9 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 	}
 	for _, name := range sortedKeys(in.kubeconfigs) {
 		spec.Secrets = append(spec.Secrets, runner.File{Path: filepath.Join("members", name+".kubeconfig"), Data: in.kubeconfigs[name]})
+	}
+	if in.host != nil {
+		spec.Secrets = append(spec.Secrets, runner.File{Path: hostKubeconfigFile, Data: in.host.kubeconfig})
 	}
 	if len(in.pki) > 0 {
 		for _, name := range sortedKeys(in.pki) {

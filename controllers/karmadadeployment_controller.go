@@ -11,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -63,6 +65,9 @@ type KarmadaDeploymentReconciler struct {
 	VersionProber probe.VersionProber
 	// Clock tells the time; a fake in tests moves backoff along.
 	Clock clock.PassiveClock
+	// InClusterConfig reaches the operator's own cluster: the host cluster of
+	// Containerized deployments with spec.hostCluster.inCluster.
+	InClusterConfig *rest.Config
 	// Options are the operator's settings: directories, limits, intervals.
 	Options
 
@@ -266,6 +271,17 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	dir := filepath.Join(runsDir(r.StateDir, kd.UID), runID)
 
 	in, err := r.gatherInputs(ctx, kd)
+	if err == nil && kd.Spec.Mode == kaov1.ContainerizedMode {
+		// The host cluster first: an install needs karmada-apiserver's
+		// address before it can issue the certificate that names it.
+		in.host, err = r.hostCluster(ctx, kd)
+		if err == nil && playbook == installPlaybook {
+			var endpoint string
+			if endpoint, err = exposeAPIServer(ctx, kd, in.host); err == nil {
+				kd.Status.Endpoint = endpoint
+			}
+		}
+	}
 	if err == nil {
 		in.upgrade = s.upgrade
 	}
@@ -293,21 +309,7 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 		extras.userRolesDigest, err = withUserRoles(&spec, roles, filepath.Join(r.PlaybookDir, playbook))
 	}
 	if err != nil {
-		reason, msg := kaov1.PrerequisitesMissingReason, ""
-		var bad *inputError
-		var badRole *userRoleError
-		switch {
-		case errors.As(err, &badRole):
-			reason, msg = kaov1.UserRoleInvalidReason, badRole.msg
-		case errors.As(err, &bad):
-			msg = bad.msg
-		default:
-			return ctrl.Result{}, err
-		}
-		kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
-		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, reason, msg)
-		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, reason, "Run", msg)
-		return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}, nil
+		return r.recordRunNotStarted(ctx, kd, err, now)
 	}
 	if playbook == installPlaybook || playbook == membersPlaybook {
 		extras.agents = agentsDelivered(kd, in.pki)
@@ -343,6 +345,43 @@ type runExtras struct {
 	// agents are the Pull members the run delivered a karmada-agent
 	// certificate to, with that certificate's expiry.
 	agents map[string]metav1.Time
+}
+
+// recordRunNotStarted records why a run could not start. Bad input (a
+// missing Secret, a host the inventory rejects, a user role that cannot be
+// used) and a host cluster kao could
+// not use are failed attempts with a condition and an Event, retried with
+// backoff. A karmada-apiserver Service still waiting for its address is no
+// failure: kao looks again soon. Other errors go back to controller-runtime.
+func (r *KarmadaDeploymentReconciler) recordRunNotStarted(ctx context.Context, kd *kaov1.KarmadaDeployment, err error, now time.Time) (ctrl.Result, error) {
+	var (
+		bad         *inputError
+		badRole     *userRoleError
+		unreachable *hostUnreachable
+		pending     *exposurePending
+		reason, msg string
+	)
+	switch {
+	case errors.As(err, &pending):
+		if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Message != pending.msg {
+			r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, kaov1.ExposurePendingReason, "Run", "%s", pending.msg)
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("Waiting for karmada-apiserver's address", "reason", pending.msg)
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.ExposurePendingReason, pending.msg)
+		return ctrl.Result{RequeueAfter: exposurePollInterval}, nil
+	case errors.As(err, &badRole):
+		reason, msg = kaov1.UserRoleInvalidReason, badRole.msg
+	case errors.As(err, &bad):
+		reason, msg = kaov1.PrerequisitesMissingReason, bad.msg
+	case errors.As(err, &unreachable):
+		reason, msg = kaov1.HostClusterUnreachableReason, unreachable.msg
+	default:
+		return ctrl.Result{}, err
+	}
+	kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
+	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, reason, msg)
+	r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, reason, "Run", "%s", msg)
+	return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}, nil
 }
 
 // executeRun runs the playbook, keeps status.progress current at most every

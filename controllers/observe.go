@@ -35,8 +35,11 @@ const etcdClientPort = 2379
 // controller's leader lease in karmada-apiserver is renewed.
 func (r *KarmadaDeploymentReconciler) observe(ctx context.Context, kd *kaov1.KarmadaDeployment) time.Duration {
 	setProbeConditions(kd)
-	if kd.Spec.Mode != kaov1.BinaryMode || kd.Status.ObservedGeneration == 0 {
+	if kd.Status.ObservedGeneration == 0 {
 		return 0
+	}
+	if kd.Spec.Mode == kaov1.ContainerizedMode {
+		return r.observeContainerized(ctx, kd)
 	}
 	bundle, err := r.readPKI(ctx, kd)
 	if err != nil {

@@ -56,6 +56,25 @@ func pkiRequest(kd *kaov1.KarmadaDeployment) pki.Request {
 			}
 		}
 	}
+	if spec.Mode == kaov1.ContainerizedMode {
+		// The components reach each other through the host cluster's Services;
+		// each etcd member is a pod of the StatefulSet with its own DNS name.
+		req.ServerSANs = map[string][]string{
+			pki.APIServerServer:           serviceNames(kd, hostAPIServer),
+			pki.AggregatedAPIServerServer: serviceNames(kd, hostAggregatedAPIServer),
+			pki.WebhookServer:             serviceNames(kd, hostWebhook),
+		}
+		if spec.Etcd.Managed != nil {
+			clientNames := append(serviceNames(kd, hostEtcdClient), hostEtcdClient)
+			for _, pod := range etcdMemberNames(kd) {
+				names := serviceNames(kd, hostEtcd)
+				req.EtcdHosts = append(req.EtcdHosts, pki.Host{
+					Name: pod, Address: pod + "." + names[1],
+					SANs: append([]string{pod + "." + names[0]}, clientNames...),
+				})
+			}
+		}
+	}
 	for _, m := range spec.Members {
 		if m.SyncMode == kaov1.PullSyncMode {
 			req.PullMembers = append(req.PullMembers, m.Name)
@@ -76,10 +95,15 @@ func pkiRequest(kd *kaov1.KarmadaDeployment) pki.Request {
 }
 
 // apiEndpoint is the host:port clients reach karmada-apiserver at: the spec's
-// endpoint, else the first apiServer host.
+// endpoint, else the first apiServer host (Binary) or the address the host
+// cluster gave its Service (Containerized, resolved before each install run
+// into status.endpoint).
 func apiEndpoint(kd *kaov1.KarmadaDeployment) string {
 	if kd.Spec.APIServer.Endpoint != "" {
 		return kd.Spec.APIServer.Endpoint
+	}
+	if kd.Spec.Mode == kaov1.ContainerizedMode {
+		return kd.Status.Endpoint
 	}
 	port := int(kd.Spec.APIServer.SecurePort)
 	if port == 0 {

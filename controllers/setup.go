@@ -44,7 +44,9 @@ func SetupAll(mgr ctrl.Manager, o Options) error {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("kao"),
-		Options:   o,
+		// The host cluster of inCluster deployments.
+		InClusterConfig: mgr.GetConfig(),
+		Options:         o,
 	}
 	if err := kd.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the KarmadaDeployment controller: %w", err)

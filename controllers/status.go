@@ -78,17 +78,10 @@ func setRunResultCondition(kd *kaov1.KarmadaDeployment, res *runner.Result) {
 	}
 }
 
-// setProbeConditions sets the conditions no probe decides: those of what
-// kao cannot install yet say so, and MembersReady holds while spec.members
-// is empty. observe then sets those its probes decide.
+// setProbeConditions sets the conditions no probe decides: MembersReady
+// holds while spec.members is empty. observe then sets those its probes
+// decide.
 func setProbeConditions(kd *kaov1.KarmadaDeployment) {
-	if kd.Spec.Mode != kaov1.BinaryMode {
-		for _, t := range []string{kaov1.ReadyCondition, kaov1.ControlPlaneReadyCondition, kaov1.EtcdHealthyCondition, kaov1.MembersReadyCondition} {
-			setCondition(kd, t, metav1.ConditionUnknown, kaov1.NotImplementedReason,
-				"kao does not install Containerized control planes yet")
-		}
-		return
-	}
 	if len(kd.Spec.Members) == 0 {
 		setCondition(kd, kaov1.MembersReadyCondition, metav1.ConditionTrue, kaov1.NoMembersReason, "spec.members is empty")
 	}

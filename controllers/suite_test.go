@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"flag"
 	"fmt"
@@ -22,9 +25,16 @@ import (
 	"github.com/kao-io/kao/internal/testenv"
 )
 
+// testImageRegistry is the registry of the test deployments' images; the
+// test playbooks pull nothing.
+const testImageRegistry = "registry.kao.test:5000"
+
 var (
-	env    *testenv.Env
-	scheme = runtime.NewScheme()
+	env *testenv.Env
+	// crdBundle is an artifacts bundle with only a manifest and an empty CRD
+	// archive: all a Containerized deployment takes from the bundle.
+	crdBundle string
+	scheme    = runtime.NewScheme()
 	// k8s reads and writes without a cache.
 	k8s client.Client
 	// operatorLog collects what every manager in this package logs, to scan for secrets.
@@ -45,6 +55,16 @@ func run(m *testing.M) int {
 	_ = kaov1.AddToScheme(scheme)
 	ctrl.SetLogger(zap.New(zap.WriteTo(operatorLog), zap.UseDevMode(true)))
 	var err error
+	dir, err := os.MkdirTemp("", "kao-crd-bundle-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if crdBundle, err = writeCRDBundle(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	env, err = testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -81,16 +101,17 @@ func startOperatorWith(t *testing.T, ns, stateDir string, tune func(*Options)) *
 	}
 	abs, _ := filepath.Abs("testdata/playbooks")
 	op := &operator{stateDir: stateDir}
-	opts := Options{StateDir: stateDir, PlaybookDir: abs, RunTimeout: 2 * time.Minute}
+	opts := Options{StateDir: stateDir, PlaybookDir: abs, RunTimeout: 2 * time.Minute, ArtifactsDir: crdBundle}
 	if tune != nil {
 		tune(&opts)
 	}
 	op.stop = env.StartManager(t, scheme, ns, func(mgr ctrl.Manager) error {
 		op.reconciler = &KarmadaDeploymentReconciler{
-			Client:    mgr.GetClient(),
-			APIReader: mgr.GetAPIReader(),
-			Recorder:  mgr.GetEventRecorder("kao"),
-			Options:   opts,
+			Client:          mgr.GetClient(),
+			APIReader:       mgr.GetAPIReader(),
+			Recorder:        mgr.GetEventRecorder("kao"),
+			InClusterConfig: mgr.GetConfig(),
+			Options:         opts,
 		}
 		return op.reconciler.SetupWithManager(mgr)
 	})
@@ -128,9 +149,12 @@ func newDeployment(t *testing.T, ns, name string, paused bool, members ...string
 	kd := &kaov1.KarmadaDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: kaov1.KarmadaDeploymentSpec{
-			Mode:        kaov1.ContainerizedMode,
-			Version:     "v1.18.1",
-			HostCluster: &kaov1.HostClusterSpec{InCluster: true},
+			Mode:      kaov1.ContainerizedMode,
+			Version:   "v1.18.1",
+			Artifacts: kaov1.ArtifactsSpec{ImageRegistry: testImageRegistry},
+			// The test environment's API server is the host cluster; each
+			// deployment gets a namespace of its own there.
+			HostCluster: &kaov1.HostClusterSpec{InCluster: true, Namespace: ns + "-" + name},
 			Etcd:        kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
 			Paused:      paused,
 		},
@@ -207,4 +231,25 @@ func waitForEvent(t *testing.T, kd *kaov1.KarmadaDeployment, reason string) even
 	}
 	t.Fatalf("no %s Event for %s", reason, kd.Name)
 	return eventsv1.Event{}
+}
+
+// writeCRDBundle writes a bundle for Containerized test deployments under
+// dir: manifest.json and an empty karmada/v1.18.1/crds.tar.gz.
+func writeCRDBundle(dir string) (string, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "karmada", "v1.18.1"), 0o755); err != nil {
+		return "", err
+	}
+	manifest := `{"karmada":"v1.18.1","kubernetes":"v1.35.4","etcd":"v3.6.6"}`
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(manifest), 0o644); err != nil {
+		return "", err
+	}
+	var archive bytes.Buffer
+	zw := gzip.NewWriter(&archive)
+	if err := tar.NewWriter(zw).Close(); err != nil {
+		return "", err
+	}
+	if err := zw.Close(); err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "karmada", "v1.18.1", "crds.tar.gz"), archive.Bytes(), 0o644)
 }

@@ -59,10 +59,11 @@ KARMADA_VERSION="v1.18.1"
 KARMADA_PREVIOUS_VERSION="v1.17.1"
 CONTROLLER_GEN_VERSION="v0.20.0"
 GOLANGCI_LINT_VERSION="v2.6.2"
+KWOK_VERSION="v0.7.0"
 
 # ALL_SETS is also the build order: the longest first, so that with
 # KAO_TOOLS_JOBS=2 the short ones fill in beside it.
-ALL_SETS=(kubernetes karmada golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd controller-gen)
+ALL_SETS=(kubernetes karmada golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd kwok controller-gen)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -132,6 +133,12 @@ set_spec() {
 	golangci-lint)
 		S_VERSION="$GOLANGCI_LINT_VERSION"
 		S_BINS=(github.com/golangci/golangci-lint/v2/cmd/golangci-lint=golangci-lint)
+		;;
+	kwok)
+		# The Containerized end-to-end test's simulated nodes and pods.
+		S_VERSION="$KWOK_VERSION" S_MODULE=kwok
+		S_LDFLAGS="-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
+		S_BINS=(sigs.k8s.io/kwok/cmd/kwok=kwok)
 		;;
 	*)
 		log "unknown tool set: $1 (known: ${ALL_SETS[*]})"

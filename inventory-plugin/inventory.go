@@ -95,6 +95,17 @@ type Options struct {
 	// versions status says run and those the spec asks for. nil: no upgrade
 	// groups. Every group given is emitted, empty ones included.
 	Upgrade map[string][]string
+
+	// HostClusterKubeconfigPath is where the runner wrote the kubeconfig of the
+	// host cluster (Containerized): the Secret spec.hostCluster.kubeconfigSecretRef
+	// names, or one for the operator's own cluster. Empty omits kao_host_cluster.kubeconfig.
+	HostClusterKubeconfigPath string
+
+	// APIEndpoint is karmada-apiserver's host:port as the operator resolved it
+	// from the host cluster (Containerized without spec.apiServer.endpoint: the
+	// Service's DNS name, a node's address and node port, or the load
+	// balancer's address). spec.apiServer.endpoint wins over it; empty adds nothing.
+	APIEndpoint string
 }
 
 // Inventory is kao's Ansible inventory for one KarmadaDeployment. Build makes one;
@@ -136,6 +147,12 @@ func Build(kd *kaov1.KarmadaDeployment, opts Options) (*Inventory, error) {
 		groups:   map[string][]string{},
 		hostVars: map[string]vars{},
 		allVars:  deploymentVars(kd),
+	}
+	if _, set := inv.allVars["kao_api_endpoint"]; !set && opts.APIEndpoint != "" {
+		inv.allVars["kao_api_endpoint"] = unsafe(opts.APIEndpoint)
+	}
+	if hc, ok := inv.allVars["kao_host_cluster"].(map[string]any); ok && opts.HostClusterKubeconfigPath != "" {
+		hc["kubeconfig"] = unsafe(opts.HostClusterKubeconfigPath)
 	}
 	for _, g := range namedGroups {
 		inv.groups[g] = []string{}

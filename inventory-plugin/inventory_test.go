@@ -28,7 +28,8 @@ var goldenCases = []struct {
 	opts Options // run-time facts, as the runner would pass them
 }{
 	{name: "binary-ha", opts: Options{MemberKubeconfigPath: memberKubeconfigIn("/run/kao/members")}},
-	{name: "containerized", opts: Options{MemberKubeconfigPath: memberKubeconfigIn("/run/kao/members")}},
+	{name: "containerized", opts: Options{MemberKubeconfigPath: memberKubeconfigIn("/run/kao/members"),
+		HostClusterKubeconfigPath: "/run/kao/host-cluster.kubeconfig", APIEndpoint: "192.0.2.30:31443"}},
 	{name: "become-sudo"},
 	{name: "minimal"},
 }

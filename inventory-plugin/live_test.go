@@ -85,6 +85,8 @@ func TestLiveObjectMatchesFile(t *testing.T) {
 				}
 			}
 
+			// The API server gives the object its UID, which the inventory carries.
+			fromFile.UID = live.UID
 			kubeconfigDir := filepath.Join(dir, "members")
 			want, err := mustBuild(t, fromFile, Options{MemberKubeconfigPath: memberKubeconfigIn(kubeconfigDir)}).ScriptJSON()
 			if err != nil {

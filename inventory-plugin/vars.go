@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"encoding/json"
 	"net"
 	"slices"
 	"sort"
@@ -153,6 +154,7 @@ func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
 	v := vars{
 		"kao_deployment_name":      str(kd.Name, ""),
 		"kao_deployment_namespace": str(kd.Namespace, ""),
+		"kao_deployment_uid":       str(string(kd.UID), ""),
 		"kao_mode":                 unsafe(string(spec.Mode)),
 		"kao_karmada_version":      karmadaVersion,
 		"kao_kubernetes_version":   kubeVersion,
@@ -186,12 +188,29 @@ func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
 			hc = &kaov1.HostClusterSpec{}
 		}
 		v["kao_host_cluster"] = map[string]any{
-			"namespace":  str(hc.Namespace, defaultHostClusterNS),
-			"dns_domain": str(hc.DNSDomain, defaultHostClusterDNS),
-			"in_cluster": hc.InCluster,
+			"namespace":     str(hc.Namespace, defaultHostClusterNS),
+			"dns_domain":    str(hc.DNSDomain, defaultHostClusterDNS),
+			"in_cluster":    hc.InCluster,
+			"affinity_json": jsonVar(hc.Affinity),
 		}
+		v["kao_image_pull_secret"] = str(spec.Artifacts.ImagePullSecretName, "")
 	}
 	return v
+}
+
+// jsonVar renders a Kubernetes structure from the CR (resources, tolerations,
+// affinity) as one JSON string, unsafe like every CR string: roles insert it
+// into manifests as it is (JSON is YAML) and never template it. Maps in
+// these structures take their keys from the CR too (label keys, resource
+// names), and Ansible would template a dictionary's keys: as a string, they
+// are data. A nil value renders as "null".
+func jsonVar(v any) unsafe {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// Only types of the API reach here, and they all marshal.
+		panic("inventory: marshalling an API structure: " + err.Error())
+	}
+	return unsafe(data)
 }
 
 // apiEndpoint is spec.apiServer.endpoint, or the first apiServer host's address and
@@ -243,6 +262,8 @@ func etcdVars(spec *kaov1.KarmadaDeploymentSpec, containerized bool) map[string]
 			"size":               str(size, defaultEtcdStorageSize),
 			"storage_class_name": str(m.Storage.StorageClassName, ""),
 		}
+		out["resources_json"] = jsonVar(m.Resources)
+		out["tolerations_json"] = jsonVar(m.Tolerations)
 	}
 	return out
 }
@@ -272,6 +293,8 @@ func componentVars(c kaov1.ComponentSpec, familyVersion any, containerized bool)
 			replicas = int(*c.Replicas)
 		}
 		out["replicas"] = replicas
+		out["resources_json"] = jsonVar(c.Resources)
+		out["tolerations_json"] = jsonVar(c.Tolerations)
 	}
 	return out
 }

@@ -84,6 +84,13 @@ const (
 	// UpgradeBackupFailedReason means the etcd snapshot an upgrade takes first
 	// failed; the upgrade did not start.
 	UpgradeBackupFailedReason = "UpgradeBackupFailed"
+	// HostClusterUnreachableReason means kao could not use the host cluster of a
+	// Containerized deployment before a run (kubeconfig, permissions, connection).
+	HostClusterUnreachableReason = "HostClusterUnreachable"
+	// ExposurePendingReason means kao waits for the host cluster to give
+	// karmada-apiserver's Service an address (a load balancer's, or a node's)
+	// before it issues the certificate naming it and starts the run.
+	ExposurePendingReason = "ExposurePending"
 )
 
 // CertificatesValidCondition says every issued certificate is valid and outside its renewal window.

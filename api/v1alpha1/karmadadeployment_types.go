@@ -110,6 +110,10 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.etcd.managed) || !has(self.etcd.managed.replicas)",message="spec.etcd.managed.replicas is only used in Containerized mode; in Binary mode etcd runs on the hosts with the etcd role"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || size(self.hosts.filter(h, 'apiServer' in h.roles)) < 2 || (has(self.apiServer) && has(self.apiServer.endpoint))",message="spec.apiServer.endpoint (a VIP or load balancer host:port) is required when more than one host has the apiServer role"
 // +kubebuilder:validation:XValidation:rule="!has(self.hosts) || self.hosts.all(h, self.hosts.exists_one(o, o.address == h.address && (has(o.port) ? o.port : 22) == (has(h.port) ? h.port : 22)))",message="spec.hosts must not list the same address and port twice"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Containerized' || (has(self.artifacts) && has(self.artifacts.imageRegistry))",message="spec.artifacts.imageRegistry is required when spec.mode is Containerized: kao pulls every image from that registry (an offline mirror), never from the internet"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Containerized' || !has(self.hostCluster) || !has(self.hostCluster.kubeconfigSecretRef) || (has(self.apiServer) && (has(self.apiServer.endpoint) || (has(self.apiServer.serviceType) && self.apiServer.serviceType != 'ClusterIP')))",message="kao reaches a remote host cluster's karmada-apiserver from outside that cluster: with spec.hostCluster.kubeconfigSecretRef set spec.apiServer.serviceType to NodePort or LoadBalancer, or give spec.apiServer.endpoint"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.etcd.managed) || (!has(self.etcd.managed.resources) && !has(self.etcd.managed.tolerations))",message="spec.etcd.managed.resources and spec.etcd.managed.tolerations are only used in Containerized mode"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.hostCluster) || !has(self.hostCluster) || has(self.hostCluster.namespace) == has(oldSelf.hostCluster.namespace)",message="spec.hostCluster.namespace cannot change: the control plane's workloads, Secrets and volumes stay in the namespace they were created in"
 type KarmadaDeploymentSpec struct {
 	// mode is where the control plane runs: Binary (systemd services on spec.hosts over SSH)
 	// or Containerized (workloads on spec.hostCluster). It cannot be changed after creation.
@@ -216,7 +220,12 @@ type ArtifactsSpec struct {
 
 	// imageRegistry is the registry (an offline mirror) that Containerized mode and
 	// Pull members' karmada-agent pull images from, for example
-	// registry.dc1.example:5000. Images keep Karmada's layout: <imageRegistry>/karmada/karmada-agent.
+	// registry.dc1.example:5000; required in Containerized mode. Images keep the
+	// upstream names under it: <imageRegistry>/karmada/<component>:<Karmada version>
+	// (karmada-aggregated-apiserver, -controller-manager, -scheduler, -webhook, -agent),
+	// <imageRegistry>/kube-apiserver:<Kubernetes version>,
+	// <imageRegistry>/kube-controller-manager:<Kubernetes version> and
+	// <imageRegistry>/etcd:<etcd version without the v>-0, as registry.k8s.io tags them.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
@@ -307,11 +316,14 @@ type HostClusterSpec struct {
 	// +optional
 	InCluster bool `json:"inCluster,omitempty"`
 
-	// namespace is the host cluster namespace the control plane runs in. Defaults to karmada-system.
+	// namespace is the host cluster namespace the control plane runs in. Defaults to
+	// karmada-system. It holds one control plane: kao refuses to install into a namespace
+	// whose Karmada workloads belong to another KarmadaDeployment. It cannot change.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.hostCluster.namespace cannot change: the control plane's workloads, Secrets and volumes stay in the namespace they were created in"
 	Namespace string `json:"namespace,omitempty"`
 
 	// affinity constrains where every control-plane pod runs. kao adds a
@@ -364,7 +376,13 @@ type APIServerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="spec.apiServer.serviceSubnet must be a CIDR such as 10.96.0.0/12"
 	ServiceSubnet string `json:"serviceSubnet,omitempty"`
 
-	// serviceType exposes karmada-apiserver on the host cluster (Containerized). Defaults to ClusterIP.
+	// serviceType exposes karmada-apiserver on the host cluster (Containerized). Defaults to
+	// ClusterIP, reached at karmada-apiserver.<namespace>.svc.<dnsDomain>: only from inside
+	// the host cluster, so only with spec.hostCluster.inCluster or an endpoint. NodePort
+	// is reached at a node's address (its ExternalIP, else its InternalIP) and the node
+	// port; LoadBalancer at the address the host cluster's load balancer assigns, which
+	// kao waits for before it issues karmada-apiserver's certificate. spec.apiServer.endpoint,
+	// when set, is what clients use instead.
 	// +optional
 	ServiceType ServiceType `json:"serviceType,omitempty"`
 
@@ -387,6 +405,8 @@ type EtcdSpec struct {
 
 // ManagedEtcd is an etcd cluster kao installs and operates.
 // +kubebuilder:validation:XValidation:rule="(has(self.dataDir) ? self.dataDir : '/var/lib/karmada-etcd') == (has(oldSelf.dataDir) ? oldSelf.dataDir : '/var/lib/karmada-etcd')",message="spec.etcd.managed.dataDir cannot change: the members would start empty in the new directory"
+// +kubebuilder:validation:XValidation:rule="(has(self.replicas) ? self.replicas : 1) == (has(oldSelf.replicas) ? oldSelf.replicas : 1)",message="spec.etcd.managed.replicas cannot change: kao does not resize a containerized etcd cluster (its members start from a fixed initial cluster)"
+// +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage)",message="spec.etcd.managed.storage cannot change: a StatefulSet's volumes are fixed when it is created"
 type ManagedEtcd struct {
 	// version is the etcd version, for example v3.6.6. The bundle's version is used when unset.
 	// +optional
@@ -404,7 +424,9 @@ type ManagedEtcd struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// dataDir is where members keep their data on the hosts (Binary). Defaults to
-	// /var/lib/karmada-etcd. It must be a plain absolute path (no "." or ".." segments)
+	// /var/lib/karmada-etcd. In Containerized mode with storage type HostPath, each
+	// member keeps its data in <dataDir>/<host cluster namespace>/<pod name> on its node.
+	// It must be a plain absolute path (no "." or ".." segments)
 	// and not a system directory: purgeDataOnDelete removes it. It cannot change.
 	// +optional
 	// +kubebuilder:validation:MinLength=2
@@ -419,7 +441,10 @@ type ManagedEtcd struct {
 	Storage EtcdStorage `json:"storage,omitempty,omitzero"`
 
 	// purgeDataOnDelete removes etcd data from the hosts or volumes when the
-	// KarmadaDeployment is deleted. By default data stays.
+	// KarmadaDeployment is deleted. By default data stays: on the hosts (Binary), or in
+	// the PersistentVolumeClaims (Containerized), which a deployment re-created in the
+	// same host cluster namespace takes over. HostPath and EmptyDir data of a
+	// Containerized etcd is not removed by kao.
 	// +optional
 	PurgeDataOnDelete bool `json:"purgeDataOnDelete,omitempty"`
 
@@ -429,6 +454,16 @@ type ManagedEtcd struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	ExtraArgs []Arg `json:"extraArgs,omitempty"`
+
+	// resources are the etcd container's requests and limits (Containerized).
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// tolerations let the etcd pods run on tainted nodes (Containerized).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
 
 // EtcdStorage is the storage of a containerized etcd member.

@@ -142,6 +142,42 @@ func member(obj map[string]any, i int) map[string]any {
 
 func spec(obj map[string]any) map[string]any { return obj["spec"].(map[string]any) }
 
+// TestContainerizedExposureVariantsAreAccepted checks the ways kao can reach
+// a Containerized karmada-apiserver that the API must let through.
+func TestContainerizedExposureVariantsAreAccepted(t *testing.T) {
+	tests := []struct {
+		// name says how karmada-apiserver is reached.
+		name string
+		// mutate changes the Containerized sample.
+		mutate func(obj map[string]any)
+	}{
+		{name: "remote host cluster through a load balancer", mutate: func(o map[string]any) {
+			set(o, "LoadBalancer", "spec", "apiServer", "serviceType")
+		}},
+		{name: "remote host cluster, ClusterIP behind the user's own endpoint", mutate: func(o map[string]any) {
+			set(o, "ClusterIP", "spec", "apiServer", "serviceType")
+			set(o, "karmada.dc1.example:443", "spec", "apiServer", "endpoint")
+		}},
+		{name: "operator in the host cluster with the default ClusterIP", mutate: func(o map[string]any) {
+			delete(spec(o)["apiServer"].(map[string]any), "serviceType")
+			set(o, map[string]any{"inCluster": true}, "spec", "hostCluster")
+		}},
+		{name: "etcd resources and tolerations", mutate: func(o map[string]any) {
+			set(o, map[string]any{"requests": map[string]any{"cpu": "1", "memory": "2Gi"}}, "spec", "etcd", "managed", "resources")
+			set(o, []any{map[string]any{"key": "dedicated", "operator": "Exists"}}, "spec", "etcd", "managed", "tolerations")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := sample(t, containerizedSample)
+			tt.mutate(obj.Object)
+			if err := createInNamespace(context.Background(), t, obj); err != nil {
+				t.Fatalf("the API server rejected a valid object: %v", err)
+			}
+		})
+	}
+}
+
 func TestInvalidObjectsAreRejected(t *testing.T) {
 	tests := []struct {
 		// name says what is wrong with the object.
@@ -402,6 +438,103 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			wantMessage: "every weight in spec.hostCluster.affinity must be between 1 and 100",
 		},
 		{
+			name:        "containerized mode without an image registry",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { delete(spec(o)["artifacts"].(map[string]any), "imageRegistry") },
+			wantMessage: "spec.artifacts.imageRegistry is required when spec.mode is Containerized",
+		},
+		{
+			name:        "remote host cluster behind a ClusterIP Service",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, "ClusterIP", "spec", "apiServer", "serviceType") },
+			wantMessage: "with spec.hostCluster.kubeconfigSecretRef set spec.apiServer.serviceType to NodePort or LoadBalancer",
+		},
+		{
+			name:        "remote host cluster with the default service type",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { delete(spec(o)["apiServer"].(map[string]any), "serviceType") },
+			wantMessage: "kao reaches a remote host cluster's karmada-apiserver from outside that cluster",
+		},
+		{
+			name:   "containerized mode with ssh",
+			sample: containerizedSample,
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{
+					"privateKeySecretRef": map[string]any{"name": "ssh", "key": "id_ed25519"},
+					"knownHostsSecretRef": map[string]any{"name": "ssh", "key": "known_hosts"},
+				}, "spec", "ssh")
+			},
+			wantMessage: "spec.ssh is only used when spec.mode is Binary",
+		},
+		{
+			name:   "binary mode with a host cluster",
+			sample: binarySample,
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"inCluster": true}, "spec", "hostCluster")
+			},
+			wantMessage: "spec.hostCluster is only used when spec.mode is Containerized",
+		},
+		{
+			name:        "host cluster namespace that is not a DNS-1123 label",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, "Karmada_System", "spec", "hostCluster", "namespace") },
+			wantMessage: `spec.hostCluster.namespace: Invalid value: "Karmada_System"`,
+		},
+		{
+			name:        "unknown apiserver service type",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, "ExternalName", "spec", "apiServer", "serviceType") },
+			wantMessage: `spec.apiServer.serviceType: Unsupported value: "ExternalName"`,
+		},
+		{
+			name:        "more than seven containerized etcd replicas",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, int64(9), "spec", "etcd", "managed", "replicas") },
+			wantMessage: "spec.etcd.managed.replicas: Invalid value: 9: spec.etcd.managed.replicas in body should be less than or equal to 7",
+		},
+		{
+			name:        "component with zero replicas",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, int64(0), "spec", "components", "scheduler", "replicas") },
+			wantMessage: "spec.components.scheduler.replicas in body should be greater than or equal to 1",
+		},
+		{
+			name:        "unknown etcd storage type",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, "NFS", "spec", "etcd", "managed", "storage", "type") },
+			wantMessage: `spec.etcd.managed.storage.type: Unsupported value: "NFS"`,
+		},
+		{
+			name:   "volume size for HostPath etcd storage",
+			sample: containerizedSample,
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"type": "HostPath", "size": "10Gi"}, "spec", "etcd", "managed", "storage")
+			},
+			wantMessage: "spec.etcd.managed.storage.size is only used with type PersistentVolumeClaim",
+		},
+		{
+			name:   "storage class for EmptyDir etcd storage",
+			sample: containerizedSample,
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"type": "EmptyDir", "storageClassName": "fast"}, "spec", "etcd", "managed", "storage")
+			},
+			wantMessage: "spec.etcd.managed.storage.storageClassName is only used with type PersistentVolumeClaim",
+		},
+		{
+			name:        "image pull secret name that is not a DNS name",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, "Registry Creds", "spec", "artifacts", "imagePullSecretName") },
+			wantMessage: `spec.artifacts.imagePullSecretName: Invalid value: "Registry Creds"`,
+		},
+		{
+			name:   "etcd resources in binary mode",
+			sample: binarySample,
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"requests": map[string]any{"cpu": "1"}}, "spec", "etcd", "managed", "resources")
+			},
+			wantMessage: "spec.etcd.managed.resources and spec.etcd.managed.tolerations are only used in Containerized mode",
+		},
+		{
 			name:        "backup retention without a schedule",
 			sample:      backupSample,
 			mutate:      func(o map[string]any) { delete(spec(o), "schedule") },
@@ -459,6 +592,8 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 		name string
 		// sample is the object created first.
 		sample string
+		// before, if set, changes the sample before it is created.
+		before func(obj map[string]any)
 		// mutate changes the created object.
 		mutate func(obj map[string]any)
 		// wantMessage is what the API server must tell the user.
@@ -492,6 +627,33 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 			wantMessage: "spec.etcd.managed.dataDir cannot change",
 		},
 		{
+			name:        "host cluster namespace",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, "karmada-two", "spec", "hostCluster", "namespace") },
+			wantMessage: "spec.hostCluster.namespace cannot change",
+		},
+		{
+			name:   "host cluster namespace set where it was defaulted",
+			sample: containerizedSample,
+			before: func(o map[string]any) {
+				delete(spec(o)["hostCluster"].(map[string]any), "namespace")
+			},
+			mutate:      func(o map[string]any) { set(o, "karmada-two", "spec", "hostCluster", "namespace") },
+			wantMessage: "spec.hostCluster.namespace cannot change",
+		},
+		{
+			name:        "containerized etcd replicas",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, int64(5), "spec", "etcd", "managed", "replicas") },
+			wantMessage: "spec.etcd.managed.replicas cannot change",
+		},
+		{
+			name:        "containerized etcd storage",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, "20Gi", "spec", "etcd", "managed", "storage", "size") },
+			wantMessage: "spec.etcd.managed.storage cannot change",
+		},
+		{
 			name:        "restore source",
 			sample:      restoreSample,
 			mutate:      func(o map[string]any) { set(o, "other-backup", "spec", "source", "backupName") },
@@ -502,6 +664,9 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			obj := sample(t, tt.sample)
+			if tt.before != nil {
+				tt.before(obj.Object)
+			}
 			if err := createInNamespace(ctx, t, obj); err != nil {
 				t.Fatal(err)
 			}

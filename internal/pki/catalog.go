@@ -188,13 +188,13 @@ func catalog(r *request) []spec {
 		apiServerSANs = append(apiServerSANs, r.endpointHost)
 	}
 	specs = append(specs,
-		server(APIServerServer, "karmada-apiserver", apiServerSANs),
+		server(APIServerServer, "karmada-apiserver", slices.Concat(apiServerSANs, r.ServerSANs[APIServerServer])),
 		server(AggregatedAPIServerServer, "karmada-aggregated-apiserver", slices.Concat(hostSANs(r.APIServerHosts), loopback, []string{
 			"karmada-aggregated-apiserver.karmada-system.svc", "karmada-aggregated-apiserver.karmada-system.svc.cluster.local",
-		})),
+		}, r.ServerSANs[AggregatedAPIServerServer])),
 		server(WebhookServer, "karmada-webhook", slices.Concat(hostSANs(r.ControlPlaneHosts), loopback, []string{
 			"karmada-webhook.karmada-system.svc", "karmada-webhook.karmada-system.svc.cluster.local",
-		})),
+		}, r.ServerSANs[WebhookServer])),
 
 		client(AdminClient, CA, "system:admin", mastersGroup),
 		// kube-controller-manager's default RBAC binds the user itself; no group.
@@ -218,7 +218,7 @@ func catalog(r *request) []spec {
 
 	if !r.ExternalEtcd {
 		for _, h := range r.EtcdHosts {
-			sans := slices.Concat(hostSANs([]Host{h}), loopback)
+			sans := slices.Concat(hostSANs([]Host{h}), h.SANs, loopback)
 			s := server(EtcdServer(h.Name), "etcd-server", sans)
 			s.kind, s.issuer = kindPeer, EtcdCA
 			p := server(EtcdPeer(h.Name), "etcd-peer", sans)
@@ -329,11 +329,27 @@ func normalize(req Request) (*request, error) {
 			if err := checkSAN(h.Address); err != nil {
 				return nil, fmt.Errorf("%w: address of %s host %q: %w", ErrInvalidRequest, role, h.Name, err)
 			}
+			for _, san := range h.SANs {
+				if err := checkSAN(san); err != nil {
+					return nil, fmt.Errorf("%w: SAN of %s host %q: %w", ErrInvalidRequest, role, h.Name, err)
+				}
+			}
 		}
 	}
 	for _, s := range r.ExtraSANs {
 		if err := checkSAN(s); err != nil {
 			return nil, fmt.Errorf("%w: extra SAN: %w", ErrInvalidRequest, err)
+		}
+	}
+	for name, sans := range r.ServerSANs {
+		if name != APIServerServer && name != AggregatedAPIServerServer && name != WebhookServer {
+			return nil, fmt.Errorf("%w: server SANs for %q: only %s, %s and %s take more SANs",
+				ErrInvalidRequest, name, APIServerServer, AggregatedAPIServerServer, WebhookServer)
+		}
+		for _, s := range sans {
+			if err := checkSAN(s); err != nil {
+				return nil, fmt.Errorf("%w: SAN of %s: %w", ErrInvalidRequest, name, err)
+			}
 		}
 	}
 	seenMembers := map[string]bool{}

@@ -204,3 +204,48 @@ func TestServiceSubnetFirstIPIsASAN(t *testing.T) {
 		})
 	}
 }
+
+// TestHostClusterServiceNamesAreSANs checks the SANs a Containerized control
+// plane adds: each serving certificate names the host cluster Services it is
+// reached at, and each etcd member's certificates its Service names.
+func TestHostClusterServiceNamesAreSANs(t *testing.T) {
+	req := Request{
+		EtcdHosts: []Host{{Name: "karmada-etcd-0", Address: "karmada-etcd-0.karmada-etcd.kd.svc.example.org",
+			SANs: []string{"karmada-etcd-0.karmada-etcd.kd.svc", "karmada-etcd-client.kd.svc"}}},
+		ServerSANs: map[string][]string{
+			APIServerServer:           {"karmada-apiserver.kd.svc", "192.0.2.7"},
+			AggregatedAPIServerServer: {"karmada-aggregated-apiserver.kd.svc"},
+			WebhookServer:             {"karmada-webhook.kd.svc.example.org"},
+		},
+	}
+	b, _, _ := mustEnsure(t, nil, req, testNow)
+	tests := []struct {
+		cert string   // certificate name
+		want []string // SANs it must carry, among others
+	}{
+		{cert: APIServerServer, want: []string{"karmada-apiserver.kd.svc", "192.0.2.7", "karmada-apiserver.karmada-system.svc"}},
+		{cert: AggregatedAPIServerServer, want: []string{"karmada-aggregated-apiserver.kd.svc", "karmada-aggregated-apiserver.karmada-system.svc"}},
+		{cert: WebhookServer, want: []string{"karmada-webhook.kd.svc.example.org", "karmada-webhook.karmada-system.svc"}},
+		{cert: EtcdServer("karmada-etcd-0"), want: []string{"karmada-etcd-0.karmada-etcd.kd.svc.example.org",
+			"karmada-etcd-0.karmada-etcd.kd.svc", "karmada-etcd-client.kd.svc", "127.0.0.1"}},
+		{cert: EtcdPeer("karmada-etcd-0"), want: []string{"karmada-etcd-0.karmada-etcd.kd.svc", "localhost"}},
+	}
+	for _, tc := range tests {
+		c := mustCert(t, b, tc.cert)
+		for _, san := range tc.want {
+			if err := c.VerifyHostname(san); err != nil {
+				t.Errorf("%s does not name %s: %v", tc.cert, san, err)
+			}
+		}
+	}
+
+	req.ServerSANs = map[string][]string{AdminClient: {"x.example"}}
+	if _, _, _, err := Ensure(nil, req, testNow); err == nil || !strings.Contains(err.Error(), "only karmada-apiserver-server") {
+		t.Errorf("server SANs for a client certificate: err = %v, want a refusal", err)
+	}
+	req.ServerSANs = nil
+	req.EtcdHosts[0].SANs = []string{"bad name"}
+	if _, _, _, err := Ensure(nil, req, testNow); err == nil {
+		t.Error("an etcd host SAN with a space was accepted")
+	}
+}

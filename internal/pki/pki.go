@@ -49,6 +49,9 @@ type Host struct {
 	Name string
 	// Address is an IP address or DNS name; it becomes a SAN.
 	Address string
+	// SANs are more IP addresses or DNS names of the host's etcd certificates:
+	// the Service names a Containerized etcd member is reached at.
+	SANs []string
 }
 
 // Request describes what to issue.
@@ -67,6 +70,12 @@ type Request struct {
 	// ExtraSANs are spec.apiServer.certSANs: IPs or DNS names (wildcards
 	// allowed) added to karmada-apiserver's serving certificate.
 	ExtraSANs []string
+	// ServerSANs are more IP addresses or DNS names for the serving
+	// certificates of karmada-apiserver, karmada-aggregated-apiserver and
+	// karmada-webhook, keyed by certificate name (APIServerServer,
+	// AggregatedAPIServerServer, WebhookServer): in Containerized mode the
+	// names of the host cluster Services they are reached at.
+	ServerSANs map[string][]string
 	// ServiceSubnet is the service IP range (one CIDR); its first IP, the
 	// address of the in-cluster "kubernetes" Service, goes into
 	// karmada-apiserver's SANs. Empty means DefaultServiceSubnet.

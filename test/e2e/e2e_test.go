@@ -65,9 +65,10 @@ func TestMain(m *testing.M) {
 var lanes [2]sync.Mutex
 
 const (
-	// installLane runs TestBinaryInstall, then TestInstallFaults.
+	// installLane runs TestBinaryInstall, TestInstallFaults and
+	// TestContainerizedInstall.
 	installLane = 0
-	// changeLane runs TestEtcdScale, then TestBinaryUpgrade.
+	// changeLane runs TestEtcdScale and TestBinaryUpgrade.
 	changeLane = 1
 )
 

@@ -31,6 +31,10 @@ type Options struct {
 	// test hosts, the test hosts' gateway (hosts.Cluster.Gateway). Empty
 	// means 127.0.0.1.
 	Address string
+	// Controllers are the kube-controller-manager controllers each member
+	// runs, for a cluster that needs more than a member of Karmada does (a
+	// host cluster with workloads). Empty means the member's set.
+	Controllers []string
 }
 
 // Member is one running member cluster.
@@ -104,7 +108,7 @@ func Start(t testing.TB, n int, opts Options) []*Member {
 		if err := waitAPIServer(ctx, m, []*process{apiServers[i], etcd}); err != nil {
 			t.Fatalf("member clusters: %s's kube-apiserver did not become ready: %v", m.Name, err)
 		}
-		controllerManagers[i] = startControllerManager(t, bins, m)
+		controllerManagers[i] = startControllerManager(t, bins, m, opts.Controllers)
 	}
 	for i, m := range members {
 		uid, err := waitControllers(ctx, m, []*process{apiServers[i], controllerManagers[i], etcd})
@@ -246,13 +250,18 @@ func startAPIServer(t testing.TB, bins binaries, root, name string, ip netip.Add
 }
 
 // startControllerManager starts m's controller manager with the files
-// startAPIServer wrote.
-func startControllerManager(t testing.TB, bins binaries, m *Member) *process {
+// startAPIServer wrote, running the given controllers (the member's set
+// when empty).
+func startControllerManager(t testing.TB, bins binaries, m *Member, run []string) *process {
 	t.Helper()
 	path := func(f string) string { return filepath.Join(m.Dir, f) }
+	list := controllers
+	if len(run) > 0 {
+		list = strings.Join(run, ",")
+	}
 	return start(t, m.Name+"-kube-controller-manager", path("kube-controller-manager.log"), bins.controllerManager,
 		"--kubeconfig="+path("admin.kubeconfig"),
-		"--controllers="+controllers,
+		"--controllers="+list,
 		"--root-ca-file="+path("ca.crt"),
 		"--service-account-private-key-file="+path("sa.key"),
 		"--use-service-account-credentials=false",

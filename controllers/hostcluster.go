@@ -1,0 +1,448 @@
+package controllers
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+)
+
+// Names of a Containerized control plane's objects in its host cluster
+// namespace. The karmada_workloads role creates the workloads under the same
+// names (its defaults), and kao's certificates name the Services.
+const (
+	hostAPIServer             = "karmada-apiserver"
+	hostAggregatedAPIServer   = "karmada-aggregated-apiserver"
+	hostKubeControllerManager = "kube-controller-manager"
+	hostControllerManager     = "karmada-controller-manager"
+	hostScheduler             = "karmada-scheduler"
+	hostWebhook               = "karmada-webhook"
+	// hostEtcd is the etcd StatefulSet and its headless Service, which gives
+	// every member the DNS name <hostEtcd>-<i>.<hostEtcd>.<namespace>.svc.
+	hostEtcd = "karmada-etcd"
+	// hostEtcdClient is the Service etcd clients use.
+	hostEtcdClient = "karmada-etcd-client"
+
+	defaultHostNamespace = "karmada-system"
+	defaultDNSDomain     = "cluster.local"
+)
+
+// Labels of the objects in the host cluster. Workloads are selected by
+// component and deployment UID, so that nothing else in the namespace is.
+const (
+	componentLabel = "app.kubernetes.io/name"
+	partOfLabel    = "app.kubernetes.io/part-of"
+	managedByLabel = "app.kubernetes.io/managed-by"
+)
+
+// fieldManager is the server-side apply field manager of kao's own writes to a
+// host cluster (the role applies the workloads as "kao" too).
+const fieldManager = "kao"
+
+// hostCluster is the host cluster of a Containerized deployment as one
+// reconcile uses it.
+type hostCluster struct {
+	// client talks to the host cluster.
+	client kubernetes.Interface
+	// kubeconfig reaches the host cluster from a run (kubernetes.core); it
+	// holds credentials.
+	kubeconfig []byte
+	// secrets are the credential values in kubeconfig, for redaction.
+	secrets [][]byte
+	// namespace is spec.hostCluster.namespace with its default.
+	namespace string
+	// dnsDomain is spec.hostCluster.dnsDomain with its default.
+	dnsDomain string
+	// inCluster says the host cluster is the operator's own cluster, whose
+	// Service names the operator resolves.
+	inCluster bool
+}
+
+// hostNamespace is the host cluster namespace of a Containerized deployment.
+func hostNamespace(kd *kaov1.KarmadaDeployment) string {
+	if hc := kd.Spec.HostCluster; hc != nil && hc.Namespace != "" {
+		return hc.Namespace
+	}
+	return defaultHostNamespace
+}
+
+// hostDNSDomain is the host cluster's DNS domain.
+func hostDNSDomain(kd *kaov1.KarmadaDeployment) string {
+	if hc := kd.Spec.HostCluster; hc != nil && hc.DNSDomain != "" {
+		return hc.DNSDomain
+	}
+	return defaultDNSDomain
+}
+
+// serviceNames are the two DNS names of a host cluster Service: short
+// (<name>.<namespace>.svc, what kube-apiserver verifies for a service
+// reference) and fully qualified (with the DNS domain, what pods resolve).
+func serviceNames(kd *kaov1.KarmadaDeployment, name string) []string {
+	short := name + "." + hostNamespace(kd) + ".svc"
+	return []string{short, short + "." + hostDNSDomain(kd)}
+}
+
+// etcdMemberNames are the pod names of a Containerized managed etcd cluster.
+func etcdMemberNames(kd *kaov1.KarmadaDeployment) []string {
+	n := int32(1)
+	if m := kd.Spec.Etcd.Managed; m != nil && m.Replicas != nil {
+		n = *m.Replicas
+	}
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, hostEtcd+"-"+strconv.Itoa(int(i)))
+	}
+	return out
+}
+
+// etcdMemberURL is the client URL of a Containerized etcd member.
+func etcdMemberURL(kd *kaov1.KarmadaDeployment, pod string) string {
+	return "https://" + net.JoinHostPort(pod+"."+serviceNames(kd, hostEtcd)[1], strconv.Itoa(etcdClientPort))
+}
+
+// hostCluster connects to the host cluster of a Containerized deployment:
+// with the kubeconfig Secret spec.hostCluster names, or, with inCluster,
+// as the operator itself. Problems the user can fix are inputErrors.
+func (r *KarmadaDeploymentReconciler) hostCluster(ctx context.Context, kd *kaov1.KarmadaDeployment) (*hostCluster, error) {
+	spec := kd.Spec.HostCluster
+	if spec == nil {
+		return nil, &inputError{msg: "spec.hostCluster is required in Containerized mode"}
+	}
+	hc := &hostCluster{namespace: hostNamespace(kd), dnsDomain: hostDNSDomain(kd), inCluster: spec.InCluster}
+	var cfg *clientcmdapi.Config
+	if spec.InCluster {
+		if r.InClusterConfig == nil {
+			return nil, &inputError{msg: "spec.hostCluster.inCluster is set, but the operator has no configuration for its own cluster"}
+		}
+		cfg = kubeconfigFromREST(r.InClusterConfig)
+	} else {
+		ref := spec.KubeconfigSecretRef
+		data, err := r.secretValue(ctx, kd.Namespace, *ref, "spec.hostCluster.kubeconfigSecretRef")
+		if err != nil {
+			return nil, err
+		}
+		cfg, err = hostKubeconfig(data)
+		if err != nil {
+			return nil, &inputError{msg: fmt.Sprintf("Secret %s/%s key %q named in spec.hostCluster.kubeconfigSecretRef: %v",
+				kd.Namespace, ref.Name, ref.Key, err)}
+		}
+	}
+	restConfig, err := clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, &inputError{msg: "the host cluster's kubeconfig is unusable: " + sanitizeKubeconfigError(err)}
+	}
+	restConfig.UserAgent = "kao-operator"
+	if hc.client, err = kubernetes.NewForConfig(restConfig); err != nil {
+		return nil, &inputError{msg: "the host cluster's kubeconfig is unusable: " + sanitizeKubeconfigError(err)}
+	}
+	if hc.kubeconfig, err = clientcmd.Write(*cfg); err != nil {
+		return nil, fmt.Errorf("encoding the host cluster's kubeconfig: %w", err)
+	}
+	hc.secrets = kubeconfigSecrets(cfg, hc.kubeconfig)
+	return hc, nil
+}
+
+// hostKubeconfig reads a host cluster kubeconfig and keeps only its current
+// context. kao runs it from its own process and from Ansible, so it takes
+// credentials that are written in the file: a kubeconfig that runs a command
+// (exec, auth-provider) or reads other files of the operator is refused.
+// Errors never quote the file.
+func hostKubeconfig(data []byte) (*clientcmdapi.Config, error) {
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, errors.New("not a kubeconfig (it does not parse)")
+	}
+	name := cfg.CurrentContext
+	c, ok := cfg.Contexts[name]
+	switch {
+	case name == "":
+		return nil, errors.New("the kubeconfig sets no current-context")
+	case !ok:
+		return nil, fmt.Errorf("the kubeconfig has no context %q (its current-context)", name)
+	}
+	cluster, ok := cfg.Clusters[c.Cluster]
+	if !ok || cluster.Server == "" {
+		return nil, fmt.Errorf("context %q names cluster %q, which the kubeconfig does not define with a server", name, c.Cluster)
+	}
+	user, ok := cfg.AuthInfos[c.AuthInfo]
+	if !ok {
+		return nil, fmt.Errorf("context %q names user %q, which the kubeconfig does not define", name, c.AuthInfo)
+	}
+	switch {
+	case user.Exec != nil || user.AuthProvider != nil:
+		return nil, fmt.Errorf("user %q runs a credential plugin (exec or auth-provider); kao takes only credentials written in the kubeconfig", c.AuthInfo)
+	case user.ClientCertificate != "" || user.ClientKey != "" || user.TokenFile != "" || cluster.CertificateAuthority != "":
+		return nil, fmt.Errorf("context %q reads certificates or a token from files; embed them (client-certificate-data, client-key-data, token, certificate-authority-data)", name)
+	case cluster.InsecureSkipTLSVerify:
+		return nil, fmt.Errorf("cluster %q skips TLS verification; give its certificate-authority-data", c.Cluster)
+	}
+	if err := clientcmdapi.MinifyConfig(cfg); err != nil {
+		return nil, fmt.Errorf("keeping the current context: %w", err)
+	}
+	return cfg, nil
+}
+
+// kubeconfigFromREST writes the operator's own client configuration as a
+// kubeconfig for runs. A service-account token stays a file reference: the
+// kubelet renews the file, and Ansible runs in the operator's pod.
+func kubeconfigFromREST(rc *rest.Config) *clientcmdapi.Config {
+	cluster := &clientcmdapi.Cluster{
+		Server:                   rc.Host,
+		CertificateAuthority:     rc.CAFile,
+		CertificateAuthorityData: rc.CAData,
+		TLSServerName:            rc.ServerName,
+	}
+	user := &clientcmdapi.AuthInfo{
+		ClientCertificate:     rc.CertFile,
+		ClientCertificateData: rc.CertData,
+		ClientKey:             rc.KeyFile,
+		ClientKeyData:         rc.KeyData,
+		TokenFile:             rc.BearerTokenFile,
+	}
+	if rc.BearerTokenFile == "" {
+		user.Token = rc.BearerToken
+	}
+	return &clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"host": cluster},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"kao": user},
+		Contexts:       map[string]*clientcmdapi.Context{"host": {Cluster: "host", AuthInfo: "kao"}},
+		CurrentContext: "host",
+	}
+}
+
+// kubeconfigSecrets lists the credential values of a kubeconfig and the file
+// itself, in every form a log could show them.
+func kubeconfigSecrets(cfg *clientcmdapi.Config, file []byte) [][]byte {
+	out := [][]byte{file}
+	for _, u := range cfg.AuthInfos {
+		for _, v := range [][]byte{u.ClientKeyData, []byte(u.Token), []byte(u.Password)} {
+			if len(v) == 0 {
+				continue
+			}
+			out = append(out, v, []byte(base64.StdEncoding.EncodeToString(v)))
+		}
+	}
+	return out
+}
+
+// sanitizeKubeconfigError keeps client-go's first line, which names what is
+// wrong without the file's content.
+func sanitizeKubeconfigError(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return truncateString(msg, 300)
+}
+
+// hostUnreachable is a failed request to a host cluster before a run
+// (connection, permissions): recorded like an inputError, with the reason
+// HostClusterUnreachable, and retried with backoff.
+type hostUnreachable struct{ msg string }
+
+func (e *hostUnreachable) Error() string { return e.msg }
+
+// hostClusterError describes a failed request to the host cluster for a
+// condition: the Kubernetes status message, which names the object and the
+// cause, or the connection error; never a credential.
+func hostClusterError(what string, err error) error {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return &hostUnreachable{msg: truncateString(fmt.Sprintf("%s in the host cluster: %s", what, status.Status().Message), 900)}
+	}
+	return &hostUnreachable{msg: truncateString(fmt.Sprintf("%s in the host cluster: %v", what, err), 900)}
+}
+
+// exposurePending means karmada-apiserver's Service has no address yet.
+type exposurePending struct{ msg string }
+
+func (e *exposurePending) Error() string { return e.msg }
+
+// exposeAPIServer makes sure karmada-apiserver's Service exists in the host
+// cluster and returns the endpoint (host:port) clients reach it at. kao's Go
+// side owns this one Service, not the role: its address must be known before
+// a run, because karmada-apiserver's certificate names it and the run reaches
+// karmada-apiserver there. spec.apiServer.endpoint wins when set; otherwise
+// ClusterIP is the Service's DNS name, NodePort a node's address with the
+// node port, and LoadBalancer the address the load balancer assigned (an
+// *exposurePending until it has one).
+func exposeAPIServer(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster) (string, error) {
+	if err := ensureHostNamespace(ctx, hc); err != nil {
+		return "", err
+	}
+	svc, err := applyAPIServerService(ctx, kd, hc)
+	if err != nil {
+		return "", err
+	}
+	port := securePort(kd)
+	if ep := kd.Spec.APIServer.Endpoint; ep != "" {
+		return ep, nil
+	}
+	switch kd.Spec.APIServer.ServiceType {
+	case kaov1.NodePortService:
+		nodePort := int32(0)
+		for _, p := range svc.Spec.Ports {
+			nodePort = p.NodePort
+		}
+		if nodePort == 0 {
+			return "", &exposurePending{msg: fmt.Sprintf("Service %s/%s has no node port yet", hc.namespace, hostAPIServer)}
+		}
+		nodes, err := hc.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return "", hostClusterError("listing the nodes", err)
+		}
+		previous, _, _ := net.SplitHostPort(kd.Status.Endpoint)
+		addr := pickNodeAddress(nodes.Items, previous)
+		if addr == "" {
+			return "", &exposurePending{msg: "no node of the host cluster reports an address to reach the node port at"}
+		}
+		return net.JoinHostPort(addr, strconv.Itoa(int(nodePort))), nil
+	case kaov1.LoadBalancerService:
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if in.IP != "" {
+				return net.JoinHostPort(in.IP, strconv.Itoa(port)), nil
+			}
+			if in.Hostname != "" {
+				return net.JoinHostPort(in.Hostname, strconv.Itoa(port)), nil
+			}
+		}
+		return "", &exposurePending{msg: fmt.Sprintf("waiting for the host cluster's load balancer to give Service %s/%s an address", hc.namespace, hostAPIServer)}
+	default:
+		return net.JoinHostPort(serviceNames(kd, hostAPIServer)[1], strconv.Itoa(port)), nil
+	}
+}
+
+// securePort is spec.apiServer.securePort with its default.
+func securePort(kd *kaov1.KarmadaDeployment) int {
+	if p := kd.Spec.APIServer.SecurePort; p != 0 {
+		return int(p)
+	}
+	return defaultSecurePort
+}
+
+// ensureHostNamespace creates the host cluster namespace when it is missing.
+// kao never deletes it: volumes kept after an uninstall live there, and the
+// namespace may be someone else's.
+func ensureHostNamespace(ctx context.Context, hc *hostCluster) error {
+	_, err := hc.client.CoreV1().Namespaces().Get(ctx, hc.namespace, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return hostClusterError("reading namespace "+hc.namespace, err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hc.namespace}}
+	if _, err := hc.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return hostClusterError("creating namespace "+hc.namespace, err)
+	}
+	return nil
+}
+
+// workloadLabels are the labels of every object of a Containerized control
+// plane in the host cluster.
+func workloadLabels(kd *kaov1.KarmadaDeployment, component string) map[string]string {
+	return map[string]string{
+		componentLabel:     component,
+		partOfLabel:        "karmada",
+		managedByLabel:     "kao",
+		DeploymentUIDLabel: string(kd.UID),
+	}
+}
+
+// applyAPIServerService applies karmada-apiserver's Service and returns it as
+// the host cluster stored it. A Service of the same name that another
+// deployment (or someone else) made is refused: one control plane per
+// namespace.
+func applyAPIServerService(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster) (*corev1.Service, error) {
+	services := hc.client.CoreV1().Services(hc.namespace)
+	cur, err := services.Get(ctx, hostAPIServer, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, hostClusterError("reading Service "+hc.namespace+"/"+hostAPIServer, err)
+	case cur.Labels[DeploymentUIDLabel] != string(kd.UID):
+		owner := "was not made by kao"
+		if uid := cur.Labels[DeploymentUIDLabel]; uid != "" {
+			owner = "belongs to another KarmadaDeployment (uid " + uid + ")"
+		}
+		return nil, &inputError{msg: fmt.Sprintf("Service %s/%s in the host cluster %s: a namespace holds one control plane; choose another spec.hostCluster.namespace",
+			hc.namespace, hostAPIServer, owner)}
+	}
+	port := kd.Spec.APIServer.SecurePort
+	if port == 0 {
+		port = defaultSecurePort
+	}
+	typ := corev1.ServiceType(kd.Spec.APIServer.ServiceType)
+	if typ == "" {
+		typ = corev1.ServiceTypeClusterIP
+	}
+	selector := map[string]string{componentLabel: hostAPIServer, DeploymentUIDLabel: string(kd.UID)}
+	apply := corev1ac.Service(hostAPIServer, hc.namespace).
+		WithLabels(workloadLabels(kd, hostAPIServer)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(typ).
+			WithSelector(selector).
+			WithPorts(corev1ac.ServicePort().
+				WithName("https").
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(port).
+				WithTargetPort(intstr.FromString("https"))))
+	svc, err := services.Apply(ctx, apply, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+	if err != nil {
+		return nil, hostClusterError("applying Service "+hc.namespace+"/"+hostAPIServer, err)
+	}
+	return svc, nil
+}
+
+// pickNodeAddress chooses the node address a NodePort Service is reached at:
+// the previous choice while a node still has it (so the certificate and the
+// kubeconfig stay put), else the first Ready node by name, its ExternalIP
+// before its InternalIP. Empty when no node has an address.
+func pickNodeAddress(nodes []corev1.Node, previous string) string {
+	sorted := slices.Clone(nodes)
+	slices.SortFunc(sorted, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	for _, n := range sorted {
+		for _, a := range n.Status.Addresses {
+			if previous != "" && a.Address == previous &&
+				(a.Type == corev1.NodeExternalIP || a.Type == corev1.NodeInternalIP) {
+				return previous
+			}
+		}
+	}
+	ready := func(n corev1.Node) bool {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	}
+	for _, wantReady := range []bool{true, false} {
+		for _, typ := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
+			for _, n := range sorted {
+				if ready(n) != wantReady {
+					continue
+				}
+				for _, a := range n.Status.Addresses {
+					if a.Type == typ && a.Address != "" {
+						return a.Address
+					}
+				}
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,306 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/probe"
+)
+
+// containerizedComponents are the Deployments of a Containerized control
+// plane in the order status lists them (after etcd).
+var containerizedComponents = []string{
+	hostAPIServer, hostAggregatedAPIServer, hostKubeControllerManager, hostControllerManager, hostScheduler, hostWebhook,
+}
+
+// observeContainerized sets the health conditions of a Containerized control
+// plane. Each component's readiness comes from its workload in the host
+// cluster (every replica updated and Ready); karmada-apiserver must also
+// answer /readyz at the endpoint, and karmada-aggregated-apiserver's Cluster
+// APIService must be Available, when kao reaches karmada-apiserver. etcd's
+// health comes from etcd itself when the operator runs in the host cluster,
+// else from its pods and from karmada-apiserver's etcd check.
+func (r *KarmadaDeploymentReconciler) observeContainerized(ctx context.Context, kd *kaov1.KarmadaDeployment) time.Duration {
+	unknown := func(msg string) time.Duration {
+		msg = truncateString("cannot probe the control plane: "+msg, 1024)
+		for _, t := range []string{kaov1.ControlPlaneReadyCondition, kaov1.EtcdHealthyCondition, kaov1.ReadyCondition} {
+			setCondition(kd, t, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
+		}
+		return r.probeInterval()
+	}
+	bundle, err := r.readPKI(ctx, kd)
+	if err != nil {
+		return unknown(err.Error())
+	}
+	hc, err := r.hostCluster(ctx, kd)
+	if err != nil {
+		return unknown(err.Error())
+	}
+	admin, err := clientTLS(bundle, "ca.crt", "admin-client")
+	if err != nil {
+		return unknown(err.Error())
+	}
+
+	// karmada-apiserver at the endpoint clients use.
+	api := probe.API{TLS: admin}
+	endpoint := apiEndpoint(kd)
+	apiProblem := "no endpoint is known yet"
+	if endpoint != "" {
+		url := "https://" + endpoint
+		eps := r.readyzProber().Readyz(ctx, map[string]string{hostAPIServer: url + "/readyz"}, admin)
+		if len(eps) == 1 && eps[0].Ready {
+			api.URL, apiProblem = url, ""
+		} else if len(eps) == 1 {
+			apiProblem = url + "/readyz: " + eps[0].Message
+		}
+	}
+
+	components := []kaov1.ComponentStatus{}
+	switch {
+	case kd.Spec.Etcd.Managed != nil:
+		components = append(components, r.observeContainerizedEtcd(ctx, kd, hc, bundle, api))
+	case kd.Spec.Etcd.External != nil:
+		r.observeExternalEtcd(ctx, kd)
+	}
+	cp := make([]kaov1.ComponentStatus, 0, len(containerizedComponents))
+	for _, name := range containerizedComponents {
+		c := kaov1.ComponentStatus{Name: name}
+		d, err := hc.client.AppsV1().Deployments(hc.namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			c.Message = fmt.Sprintf("Deployment %s/%s does not exist", hc.namespace, name)
+		case err != nil:
+			c.Message = truncateString(fmt.Sprintf("reading Deployment %s/%s: %v", hc.namespace, name, err), 512)
+		default:
+			c.Ready, c.Message = deploymentState(d)
+			c.Version, c.TargetVersion = rolloutVersions(kd, name, podImage(d.Spec.Template.Spec), c.Ready)
+		}
+		switch {
+		case name == hostAPIServer && c.Ready && apiProblem != "":
+			c.Ready, c.Message = false, truncateString(c.Message+"; "+apiProblem, 512)
+		case name == hostAggregatedAPIServer && c.Ready && api.URL == "":
+			c.Ready, c.Message = false, truncateString(c.Message+"; the Cluster APIService cannot be read: karmada-apiserver does not answer", 512)
+		case name == hostAggregatedAPIServer && c.Ready:
+			if ok, msg := r.karmadaProber().APIService(ctx, api, clusterAPIService); !ok {
+				c.Ready, c.Message = false, truncateString(c.Message+"; "+msg, 512)
+			}
+		}
+		cp = append(cp, c)
+	}
+	r.observeMemberClusters(ctx, kd, api)
+	setControlPlaneReady(kd, cp)
+	setReadyCondition(kd)
+	kd.Status.Components = append(components, cp...)
+	kd.Status.Endpoint = endpoint
+	if err := r.exportKubeconfig(ctx, kd, bundle); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Exporting the admin kubeconfig")
+	}
+	return r.probeInterval()
+}
+
+// observeContainerizedEtcd reports the etcd StatefulSet as a component and
+// sets EtcdHealthy and status.etcd. With the operator inside the host
+// cluster, every member is asked over TLS (health, leader), as in Binary
+// mode. From outside, etcd's Services are out of reach: each member's health
+// is its pod's readiness, and, when karmada-apiserver answers, its etcd
+// check (/readyz/etcd) must pass too.
+func (r *KarmadaDeploymentReconciler) observeContainerizedEtcd(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster, bundle map[string][]byte, api probe.API) kaov1.ComponentStatus {
+	comp := kaov1.ComponentStatus{Name: "etcd"}
+	sts, err := hc.client.AppsV1().StatefulSets(hc.namespace).Get(ctx, hostEtcd, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		comp.Message = fmt.Sprintf("StatefulSet %s/%s does not exist", hc.namespace, hostEtcd)
+	case err != nil:
+		comp.Message = truncateString(fmt.Sprintf("reading StatefulSet %s/%s: %v", hc.namespace, hostEtcd, err), 512)
+	default:
+		comp.Ready, comp.Message = statefulSetState(sts)
+		comp.Version, comp.TargetVersion = rolloutVersions(kd, "etcd", podImage(sts.Spec.Template.Spec), comp.Ready)
+	}
+
+	if hc.inCluster {
+		tlsConfig, err := clientTLS(bundle, "etcd-ca.crt", "etcd-healthcheck-client")
+		if err != nil {
+			setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, "cannot probe etcd: "+err.Error())
+			return comp
+		}
+		members := map[string]string{}
+		for _, pod := range etcdMemberNames(kd) {
+			members[pod] = etcdMemberURL(kd, pod)
+		}
+		health := r.etcdProber().Etcd(ctx, members, tlsConfig)
+		recordEtcdHealth(kd, health)
+		if comp.Ready && health.Healthy != len(health.Members) {
+			comp.Ready = false
+			comp.Message = truncateString(comp.Message+"; "+health.Summary()+" healthy "+health.Problems(), 512)
+		}
+		return comp
+	}
+
+	selector := labels.SelectorFromSet(map[string]string{componentLabel: hostEtcd, DeploymentUIDLabel: string(kd.UID)})
+	pods, err := hc.client.CoreV1().Pods(hc.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason,
+			truncateString(fmt.Sprintf("cannot list etcd's pods in %s: %v", hc.namespace, err), 1024))
+		return comp
+	}
+	ready := map[string]bool{}
+	for _, p := range pods.Items {
+		ready[p.Name] = podReady(&p)
+	}
+	apiCheck := ""
+	if api.URL != "" {
+		eps := r.readyzProber().Readyz(ctx, map[string]string{hostAPIServer: api.URL + "/readyz/etcd"}, api.TLS)
+		if len(eps) == 1 && !eps[0].Ready {
+			apiCheck = "karmada-apiserver's etcd check fails: " + eps[0].Message
+		}
+	}
+	recordEtcdPodHealth(kd, etcdMemberNames(kd), ready, api.URL != "", apiCheck)
+	return comp
+}
+
+// recordEtcdPodHealth writes status.etcd and EtcdHealthy from the members'
+// pods, for an etcd the operator cannot reach: a member counts healthy when
+// its pod is Ready, and no leader is known. apiChecked says karmada-apiserver
+// answered its etcd check; apiProblem is its failure, if any.
+func recordEtcdPodHealth(kd *kaov1.KarmadaDeployment, members []string, ready map[string]bool, apiChecked bool, apiProblem string) {
+	st := &kaov1.EtcdStatus{}
+	healthy, problems := 0, []string{}
+	for _, m := range members {
+		ms := kaov1.EtcdMemberStatus{Name: m, ClientURL: etcdMemberURL(kd, m), Healthy: ready[m]}
+		switch r, found := ready[m]; {
+		case !found:
+			ms.Message = "its pod does not exist"
+		case !r:
+			ms.Message = "its pod is not Ready"
+		default:
+			healthy++
+		}
+		if ms.Message != "" {
+			problems = append(problems, m+": "+ms.Message)
+		}
+		st.Members = append(st.Members, ms)
+	}
+	st.Healthy = fmt.Sprintf("%d/%d", healthy, len(members))
+	kd.Status.Etcd = st
+	source := "from the pods' readiness (etcd is not reachable from outside the host cluster)"
+	if apiChecked && apiProblem == "" {
+		source += "; karmada-apiserver reaches etcd"
+	}
+	if apiProblem != "" {
+		problems = append(problems, apiProblem)
+	}
+	switch {
+	case healthy == len(members) && apiProblem == "":
+		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionTrue, kaov1.EtcdMembersHealthyReason,
+			fmt.Sprintf("%s members healthy %s", st.Healthy, source))
+	case healthy > len(members)/2:
+		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdMembersUnhealthyReason,
+			truncateString(fmt.Sprintf("%s members healthy, quorum holds: %s", st.Healthy, strings.Join(problems, "; ")), 1024))
+	default:
+		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdQuorumLostReason,
+			truncateString(fmt.Sprintf("%s members healthy, quorum lost: %s", st.Healthy, strings.Join(problems, "; ")), 1024))
+	}
+}
+
+// deploymentState says whether a Deployment's rollout is complete with every
+// replica Ready, and describes it.
+func deploymentState(d *appsv1.Deployment) (bool, string) {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	s := d.Status
+	switch {
+	case s.ObservedGeneration < d.Generation:
+		return false, fmt.Sprintf("the Deployment controller has not seen generation %d yet", d.Generation)
+	case s.UpdatedReplicas < want:
+		return false, fmt.Sprintf("rolling out: %d/%d replicas updated, %d ready", s.UpdatedReplicas, want, s.ReadyReplicas)
+	case s.Replicas > s.UpdatedReplicas:
+		return false, fmt.Sprintf("rolling out: %d old replicas still run", s.Replicas-s.UpdatedReplicas)
+	case s.ReadyReplicas < want || s.AvailableReplicas < want:
+		return false, fmt.Sprintf("%d/%d replicas ready", s.ReadyReplicas, want)
+	}
+	return true, fmt.Sprintf("%d/%d replicas ready", s.ReadyReplicas, want)
+}
+
+// statefulSetState is deploymentState for a StatefulSet.
+func statefulSetState(sts *appsv1.StatefulSet) (bool, string) {
+	want := int32(1)
+	if sts.Spec.Replicas != nil {
+		want = *sts.Spec.Replicas
+	}
+	s := sts.Status
+	switch {
+	case s.ObservedGeneration < sts.Generation:
+		return false, fmt.Sprintf("the StatefulSet controller has not seen generation %d yet", sts.Generation)
+	case s.UpdatedReplicas < want || (s.UpdateRevision != "" && s.CurrentRevision != s.UpdateRevision):
+		return false, fmt.Sprintf("rolling out: %d/%d replicas updated, %d ready", s.UpdatedReplicas, want, s.ReadyReplicas)
+	case s.ReadyReplicas < want:
+		return false, fmt.Sprintf("%d/%d replicas ready", s.ReadyReplicas, want)
+	}
+	return true, fmt.Sprintf("%d/%d replicas ready", s.ReadyReplicas, want)
+}
+
+// podReady tells whether a pod's Ready condition is true.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podImage is the image of a pod template's first container.
+func podImage(spec corev1.PodSpec) string {
+	if len(spec.Containers) == 0 {
+		return ""
+	}
+	return spec.Containers[0].Image
+}
+
+// registryTag is an etcd image tag as registry.k8s.io writes it: 3.6.6-0.
+var registryTag = regexp.MustCompile(`^([0-9]+\.[0-9]+\.[0-9]+)-[0-9]+$`)
+
+// imageVersion is the version an image's tag names: the tag itself, or
+// v<x.y.z> for registry.k8s.io's etcd tags. Empty without a tag.
+func imageVersion(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	slash := strings.LastIndex(image, "/")
+	colon := strings.LastIndex(image, ":")
+	if colon <= slash {
+		return ""
+	}
+	tag := image[colon+1:]
+	if m := registryTag.FindStringSubmatch(tag); m != nil {
+		return "v" + m[1]
+	}
+	return tag
+}
+
+// rolloutVersions are a component's version and target version for status:
+// once the rollout is complete, the template's version; during it, the
+// version status last reported, with the template's as the target.
+func rolloutVersions(kd *kaov1.KarmadaDeployment, name, image string, complete bool) (string, string) {
+	want := imageVersion(image)
+	if complete {
+		return want, ""
+	}
+	for _, c := range kd.Status.Components {
+		if c.Name == name && c.Version != "" && c.Version != want {
+			return c.Version, want
+		}
+	}
+	return want, ""
+}
