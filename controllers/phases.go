@@ -112,11 +112,10 @@ func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest strin
 // converge again (tens of seconds even when nothing changes). Everything
 // else, including a new generation that changes nothing (the way to ask for
 // a re-run), any certificate due for renewal and a rotation asked for, runs
-// install.yml, which ends with the members too. A Containerized deployment
-// always runs install.yml: members-only runs are tested in Binary mode only.
+// install.yml, which ends with the members too.
 func choosePlaybook(kd *kaov1.KarmadaDeployment, now time.Time) string {
 	applied := kd.Status.Applied
-	if kd.Spec.Mode == kaov1.ContainerizedMode || applied == nil || applied.ControlPlane == "" || applied.ControlPlane != controlPlaneDigest(&kd.Spec) ||
+	if applied == nil || applied.ControlPlane == "" || applied.ControlPlane != controlPlaneDigest(&kd.Spec) ||
 		applied.Members == membersDigest(&kd.Spec) || certificatesDue(kd, now) || pendingRotation(kd) != "" {
 		return installPlaybook
 	}

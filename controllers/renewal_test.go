@@ -28,7 +28,8 @@ func newDeploymentWith(t *testing.T, ns, name string, change func(*kaov1.Karmada
 		Spec: kaov1.KarmadaDeploymentSpec{
 			Mode:        kaov1.ContainerizedMode,
 			Version:     "v1.18.1",
-			HostCluster: &kaov1.HostClusterSpec{InCluster: true},
+			Artifacts:   kaov1.ArtifactsSpec{ImageRegistry: testImageRegistry},
+			HostCluster: &kaov1.HostClusterSpec{InCluster: true, Namespace: ns + "-" + name},
 			Etcd:        kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
 		},
 	}
