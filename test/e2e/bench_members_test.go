@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/controllers"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/members"
 )
@@ -110,7 +116,7 @@ func BenchmarkMemberJoin(b *testing.B) {
 					KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "member-kubeconfigs", Key: n}})
 			}
 		})
-		waitForReadyClusters(b, clusters, names, memberBenchWait)
+		marks := watchJoin(b, kd, clusters, names, start, memberBenchWait)
 		operator := time.Since(start)
 		b.StopTimer()
 		waitForMembers(b, kd, memberBenchWait, "status.readyMembers 20/20", func(m map[string]kaov1.MemberStatus) bool {
@@ -132,6 +138,11 @@ func BenchmarkMemberJoin(b *testing.B) {
 			operator.Round(100*time.Millisecond), inStatus.Round(100*time.Millisecond), done.Status.LastRun.Playbook,
 			runDuration(b, done).Round(100*time.Millisecond))
 		fmt.Printf("  speed-up %.2fx, goal %.0fx: %s\n", speedup, memberJoinGoal, map[bool]string{true: "met", false: "MISSED"}[speedup >= memberJoinGoal])
+		fmt.Printf("\nWhere kao's %s went (from the spec change; polled every 200 ms)\n", operator.Round(100*time.Millisecond))
+		for _, m := range marks {
+			fmt.Printf("  %7s  %s\n", m.at.Round(100*time.Millisecond), m.what)
+		}
+		printTaskTimeline(b, done, start)
 	}
 }
 
@@ -223,4 +234,120 @@ func clusterReady(c unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+// mark is a moment of the kao side of the benchmark, after the spec change.
+type mark struct {
+	at   time.Duration
+	what string
+}
+
+// watchJoin waits until every named Cluster is Ready, noting when the run
+// started and when the first and the last Cluster appeared and became Ready.
+func watchJoin(t testing.TB, kd *kaov1.KarmadaDeployment, clusters dynamic.NamespaceableResourceInterface,
+	names []string, start time.Time, timeout time.Duration) []mark {
+	t.Helper()
+	var marks []mark
+	note := func(what string) { marks = append(marks, mark{time.Since(start), what}) }
+	runSeen, created, ready := false, 0, 0
+	deadline := time.Now().Add(timeout)
+	for {
+		if !runSeen {
+			if cur := get(t, kd); cur.Status.Progress != nil && cur.Status.Progress.Playbook != "" {
+				runSeen = true
+				note("status.progress shows the run (" + cur.Status.Progress.Playbook + ")")
+			}
+		}
+		list, err := clusters.List(context.Background(), metav1.ListOptions{})
+		if err == nil {
+			n, r := 0, 0
+			for _, c := range list.Items {
+				if !slices.Contains(names, c.GetName()) {
+					continue
+				}
+				n++
+				if clusterReady(c) {
+					r++
+				}
+			}
+			if created == 0 && n > 0 {
+				note(fmt.Sprintf("first Cluster created (%d)", n))
+			}
+			if n == len(names) && created < len(names) {
+				note("all Clusters created")
+			}
+			if ready == 0 && r > 0 {
+				note(fmt.Sprintf("first Cluster Ready (%d)", r))
+			}
+			created, ready = n, r
+			if r == len(names) {
+				note("all Clusters Ready")
+				return marks
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Clusters not all Ready after %s: %d created, %d Ready (%v)", timeout, created, ready, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// printTaskTimeline prints, from the run's log the operator kept, when each
+// play and each task taking at least half a second started, counted from
+// start, and how long it took (until the next task started).
+func printTaskTimeline(t testing.TB, kd *kaov1.KarmadaDeployment, start time.Time) {
+	t.Helper()
+	last := kd.Status.LastRun
+	if last == nil || last.LogConfigMapName == "" {
+		fmt.Println("  (no run log kept)")
+		return
+	}
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: kd.Namespace, Name: last.LogConfigMapName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.LogKey]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type step struct {
+		at   time.Time
+		name string
+	}
+	var steps []step
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var ev struct {
+			Event     string                 `json:"_event"`
+			Timestamp string                 `json:"_timestamp"`
+			Play      *struct{ Name string } `json:"play"`
+			Task      *struct{ Name string } `json:"task"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, ev.Timestamp)
+		if err != nil {
+			continue
+		}
+		switch {
+		case ev.Event == "v2_playbook_on_play_start" && ev.Play != nil:
+			steps = append(steps, step{at, "PLAY " + ev.Play.Name})
+		case ev.Event == "v2_playbook_on_task_start" && ev.Task != nil:
+			steps = append(steps, step{at, ev.Task.Name})
+		case ev.Event == "v2_playbook_on_stats":
+			steps = append(steps, step{at, "(end)"})
+		}
+	}
+	fmt.Printf("\nRun %s, tasks of 0.5 s or more (start after the spec change, duration)\n", last.ID)
+	for i, s := range steps {
+		d := time.Duration(0)
+		if i+1 < len(steps) {
+			d = steps[i+1].at.Sub(s.at)
+		}
+		if d >= 500*time.Millisecond || strings.HasPrefix(s.name, "PLAY ") || s.name == "(end)" {
+			fmt.Printf("  %7s %6s  %s\n", s.at.Sub(start).Round(100*time.Millisecond), d.Round(100*time.Millisecond), s.name)
+		}
+	}
 }
