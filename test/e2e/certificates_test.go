@@ -215,7 +215,9 @@ func renewAndRotate(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment
 	ns := kd.Namespace
 	nodes := dc.Hosts()
 	started := time.Now()
-	before := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 5*time.Minute)
+	// The run before this step may have failed (TestBinaryInstall's refused
+	// host key), so Ready may be False: the components must be healthy.
+	before := waitForCondition(t, kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionTrue, kaov1.ComponentsHealthyReason, 5*time.Minute)
 	original := readPKISecret(t, before)
 
 	cred, roots := proberCredential(t, original)
@@ -250,6 +252,11 @@ func renewAndRotate(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment
 	r1 := rotated.Status.LastRun
 	if r1.Result != kaov1.RunSucceeded {
 		t.Fatalf("the rotation into short-lived certificates failed: %+v", r1)
+	}
+	for _, h := range r1.Hosts {
+		if h.Failed != 0 || h.Unreachable != 0 {
+			t.Errorf("the rotation run failed on %s: %+v", h.Name, h)
+		}
 	}
 	t.Logf("rotation run %s took %s", r1.ID, runTime(r1))
 	if r := rotated.Status.CertificateRenewal; r == nil || r.RotationRequest != "e2e-short-lived" {

@@ -113,7 +113,6 @@ func containerizedDeployment(ns, name, kubeconfigSecret string) *kaov1.KarmadaDe
 // Karmada components really run, so the run's Karmada resources, the
 // webhook wiring and the exported kubeconfig are proven against them.
 func TestContainerizedInstall(t *testing.T) {
-	inLane(t, installLane)
 	start := time.Now()
 	ctx := context.Background()
 	hc := hostcluster.Start(t, hostcluster.Options{Nodes: 3, StorageClass: containerizedClass, Volumes: 3})

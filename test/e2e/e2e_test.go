@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,40 +43,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("skipping end-to-end tests in -short mode")
 		os.Exit(0)
 	}
-	// Every test waits for its lane (see inLane), so the parallel limit
-	// must let all of them wait at once, or a waiting test would hold the
-	// slot another lane needs. An explicit -parallel is left alone.
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		_ = flag.Set("test.parallel", "8")
-	}
 	os.Exit(run(m))
-}
-
-// The end-to-end tests run in two lanes side by side: each one owns its
-// hosts, namespace, operator and members, and one test alone leaves most of
-// the machine idle (it waits for SSH, systemd and probes), while the whole
-// suite one test after another would not fit CI's hour on a 2-core machine.
-// Two lanes, not one per test, keep the load low enough for the readiness
-// probers of the certificate and upgrade tests. The lanes are balanced by
-// the tests' measured durations (README, "Tests").
-var lanes [2]sync.Mutex
-
-const (
-	// installLane runs TestBinaryInstall, TestInstallFaults and
-	// TestContainerizedInstall.
-	installLane = 0
-	// changeLane runs TestEtcdScale and TestBinaryUpgrade.
-	changeLane = 1
-)
-
-// inLane marks the test parallel and waits until its lane is free; the lane
-// is held until the test ends.
-func inLane(t *testing.T, lane int) {
-	t.Parallel()
-	lanes[lane].Lock()
-	t.Cleanup(lanes[lane].Unlock)
 }
 
 func run(m *testing.M) int {

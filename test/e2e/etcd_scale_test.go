@@ -29,7 +29,6 @@ import (
 // healthy with a leader, the hosts that left must have no etcd left, and
 // every object karmada-apiserver acknowledged must still be there.
 func TestEtcdScale(t *testing.T) {
-	inLane(t, changeLane)
 	dc := hosts.Start(t, 5)
 	ctx := context.Background()
 	ns := newNamespace(t)

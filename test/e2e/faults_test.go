@@ -37,7 +37,6 @@ import (
 // it kills what a real operator's container holds: the manager and its
 // ansible-playbook.
 func TestInstallFaults(t *testing.T) {
-	inLane(t, installLane)
 	dc := hosts.Start(t, 2)
 	ctx := context.Background()
 	ns := newNamespace(t)

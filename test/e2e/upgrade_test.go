@@ -46,6 +46,9 @@ var kaoServices = map[string]string{
 	"karmada-webhook":              "karmada-webhook",
 }
 
+// upgradeE2EEnv turns TestBinaryUpgrade on.
+const upgradeE2EEnv = "KAO_E2E_UPGRADE"
+
 // TestBinaryUpgrade installs Karmada v1.17.1 on three hosts (etcd on the
 // first, karmada-apiserver and karmada-aggregated-apiserver on all three,
 // the controllers on the last two) and upgrades it through the operator:
@@ -73,8 +76,14 @@ var kaoServices = map[string]string{
 // succeed: hosts are taken out of routing before their component restarts.
 // It also reads each host's karmada-aggregated-apiserver /readyz and checks
 // that no two were ever down in the same sample: one host at a time.
+//
+// It takes about 17 minutes on a 2-core machine, which `make check` cannot
+// spend within CI's hour beside the other end-to-end tests, so it runs only
+// when KAO_E2E_UPGRADE=1 is set (README, "Upgrades").
 func TestBinaryUpgrade(t *testing.T) {
-	inLane(t, changeLane)
+	if os.Getenv(upgradeE2EEnv) != "1" {
+		t.Skipf("the upgrade end-to-end test runs with %s=1 (about 17 minutes)", upgradeE2EEnv)
+	}
 	testStart := time.Now()
 	dc := hosts.Start(t, 3)
 	ctx := context.Background()
