@@ -469,10 +469,19 @@ func (r *KarmadaDeploymentReconciler) withUpgradeBackup(kd *kaov1.KarmadaDeploym
 }
 
 // recordRunVersions records what a finished run tells about versions: the
-// versions its hosts reported, each component's version and target, and for
-// an upgrade its completion, or that its backup failed.
+// versions its hosts reported, no version for the instance whose step
+// stopped an upgrade, each component's version and target, and for an
+// upgrade its completion, or that its backup failed.
 func (r *KarmadaDeploymentReconciler) recordRunVersions(cur, ran *kaov1.KarmadaDeployment, res *runner.Result, backupFailed bool) {
 	recordReportedVersions(cur, res.CustomStats)
+	if u := cur.Status.Upgrade; u != nil && u.RunID == res.ID && res.Outcome != runner.Succeeded {
+		// The step that stopped the upgrade was replacing the component on
+		// that host and did not bring it back: no version is known to run
+		// there until the host reports or answers one again.
+		if c, i, ok := upgradeStop(u, res); ok {
+			setInstanceVersion(cur, c.Name, c.Hosts[i], "")
+		}
+	}
 	a, _ := r.observedArtifacts(cur) // nil when the bundle went away: targets left open stay unknown
 	summarizeVersions(cur, targetVersions(cur, a))
 	u := cur.Status.Upgrade
@@ -615,31 +624,42 @@ var upgradePlay = regexp.MustCompile(`^Upgrade \| ([a-z-]+), one host at a time$
 // those left on their old version. Empty when the failure was not in a
 // step of the rollout.
 func upgradeStopMessage(u *kaov1.UpgradeStatus, res *runner.Result) string {
-	if u == nil || len(res.FailedTasks) == 0 {
+	c, i, ok := upgradeStop(u, res)
+	if !ok {
 		return ""
+	}
+	done, left := strings.Join(c.Hosts[:i], ", "), strings.Join(c.Hosts[i+1:], ", ")
+	if done == "" {
+		done = "none"
+	}
+	if left == "" {
+		left = "none"
+	}
+	return fmt.Sprintf("the upgrade stopped at %s on %s (moved to %s before it: %s; not touched: %s, and every component after %s)",
+		c.Name, c.Hosts[i], c.To, done, left, c.Name)
+}
+
+// upgradeStop finds the step of the rollout where a failed upgrade run
+// stopped: the component moving and the index of the host of its first
+// failure in that component's hosts. ok is false when the failure was not in
+// a step of the rollout.
+func upgradeStop(u *kaov1.UpgradeStatus, res *runner.Result) (c kaov1.ComponentUpgrade, host int, ok bool) {
+	if u == nil || len(res.FailedTasks) == 0 {
+		return c, 0, false
 	}
 	f := res.FailedTasks[0]
 	m := upgradePlay.FindStringSubmatch(f.Play)
 	if m == nil {
-		return ""
+		return c, 0, false
 	}
 	for _, c := range u.Components {
 		if c.Name != m[1] {
 			continue
 		}
-		i := slices.Index(c.Hosts, f.Host)
-		if i < 0 {
-			break
+		if i := slices.Index(c.Hosts, f.Host); i >= 0 {
+			return c, i, true
 		}
-		done, left := strings.Join(c.Hosts[:i], ", "), strings.Join(c.Hosts[i+1:], ", ")
-		if done == "" {
-			done = "none"
-		}
-		if left == "" {
-			left = "none"
-		}
-		return fmt.Sprintf("the upgrade stopped at %s on %s (moved to %s before it: %s; not touched: %s, and every component after %s)",
-			c.Name, f.Host, c.To, done, left, c.Name)
+		break
 	}
-	return ""
+	return c, 0, false
 }

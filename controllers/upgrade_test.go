@@ -351,3 +351,47 @@ func listDir(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestStoppedUpgradeStepLeavesNoVersionOnItsHost: after an upgrade run that
+// stopped at node2's karmada-aggregated-apiserver, status does not go on
+// saying node2 runs the old version (its service was being replaced and did
+// not come back), while node1's reported move and the untouched hosts stay.
+func TestStoppedUpgradeStepLeavesNoVersionOnItsHost(t *testing.T) {
+	kd := upgradeFixture()
+	kd.Spec.Version = "v1.18.1"
+	kd.Spec.Hosts[0].Roles = append(kd.Spec.Hosts[0].Roles, kaov1.ControlPlaneRole)
+	kd.Status.Upgrade = &kaov1.UpgradeStatus{RunID: "run-2", Components: []kaov1.ComponentUpgrade{
+		{Name: "karmada-aggregated-apiserver", To: "v1.18.1", Hosts: []string{"node1", "node2"}},
+	}}
+	res := &runner.Result{ID: "run-2", Outcome: runner.Failed, FailedTasks: []runner.FailedTask{{
+		Host: "node2", Task: "Karmada aggregated apiserver | Restart", Play: "Upgrade | karmada-aggregated-apiserver, one host at a time",
+	}}, CustomStats: map[string]json.RawMessage{
+		"node1": json.RawMessage(`{"kao_versions": {"karmada-aggregated-apiserver": "v1.18.1"}}`),
+	}}
+	r := &KarmadaDeploymentReconciler{}
+	r.recordRunVersions(kd, kd, res, false)
+	for _, c := range kd.Status.Components {
+		if c.Name != "karmada-aggregated-apiserver" {
+			continue
+		}
+		want := []kaov1.ComponentInstance{{Host: "node1", Version: "v1.18.1"}, {Host: "node2", Version: ""}}
+		if !slices.Equal(c.Instances, want) {
+			t.Errorf("instances after the stopped step: %+v, want %+v", c.Instances, want)
+		}
+	}
+
+	// A run that failed before the rollout changes no instance.
+	kd = upgradeFixture()
+	kd.Status.Upgrade = &kaov1.UpgradeStatus{RunID: "run-3", Components: []kaov1.ComponentUpgrade{
+		{Name: "karmada-aggregated-apiserver", To: "v1.18.1", Hosts: []string{"node1", "node2"}},
+	}}
+	res = &runner.Result{ID: "run-3", Outcome: runner.Failed, FailedTasks: []runner.FailedTask{{Host: "node2", Play: "Preflight | Check the hosts"}}}
+	r.recordRunVersions(kd, kd, res, false)
+	for _, c := range kd.Status.Components {
+		for _, in := range c.Instances {
+			if in.Version == "" {
+				t.Errorf("a failure before the rollout cleared %s on %s", c.Name, in.Host)
+			}
+		}
+	}
+}
