@@ -403,6 +403,21 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	finalCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	logName := r.keepRunLog(finalCtx, log, kd, spec.ID, res.Log)
+	// A successful run may have renewed or rotated the admin certificate:
+	// the exported kubeconfig follows at once, not at the next probe (a
+	// paused deployment is not probed).
+	var kubeconfigRef *kaov1.SecretKeyReference
+	if res.Outcome == runner.Succeeded && playbook != uninstallPlaybook {
+		exported := kd.DeepCopy()
+		bundle, err := r.readPKI(finalCtx, exported)
+		if err == nil {
+			err = r.exportKubeconfig(finalCtx, exported, bundle)
+		}
+		if err != nil {
+			log.Error(err, "Exporting the admin kubeconfig")
+		}
+		kubeconfigRef = exported.Status.KubeconfigSecretRef
+	}
 	now := r.Clock.Now()
 	err := status.update(finalCtx, key, func(cur *kaov1.KarmadaDeployment) {
 		cur.Status.Progress = nil
@@ -419,6 +434,9 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 			}
 			recordAgentsDelivered(cur, extras.agents)
 			recordApplied(&cur.Status, &kd.Spec, playbook)
+			if kubeconfigRef != nil {
+				cur.Status.KubeconfigSecretRef = kubeconfigRef
+			}
 			if cur.Generation == kd.Generation {
 				cur.Status.ObservedGeneration = kd.Generation
 			}
