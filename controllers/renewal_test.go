@@ -17,39 +17,6 @@ import (
 	"github.com/kao-io/kao/internal/pki"
 )
 
-// newDeploymentWith creates a Containerized deployment like newDeployment,
-// changed by change before it is created.
-func newDeploymentWith(t *testing.T, ns, name string, change func(*kaov1.KarmadaDeployment), members ...string) *kaov1.KarmadaDeployment {
-	t.Helper()
-	ctx := context.Background()
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-members", Namespace: ns}, Data: map[string][]byte{}}
-	kd := &kaov1.KarmadaDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: kaov1.KarmadaDeploymentSpec{
-			Mode:        kaov1.ContainerizedMode,
-			Version:     "v1.18.1",
-			Artifacts:   kaov1.ArtifactsSpec{ImageRegistry: testImageRegistry},
-			HostCluster: &kaov1.HostClusterSpec{InCluster: true, Namespace: ns + "-" + name},
-			Etcd:        kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
-		},
-	}
-	for _, m := range members {
-		secret.Data[m] = []byte(fakeKubeconfig(m))
-		kd.Spec.Members = append(kd.Spec.Members, kaov1.MemberSpec{
-			Name: m, SyncMode: kaov1.PushSyncMode,
-			KubeconfigSecretRef: kaov1.SecretKeyReference{Name: secret.Name, Key: m},
-		})
-	}
-	change(kd)
-	if err := k8s.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Create(ctx, kd); err != nil {
-		t.Fatal(err)
-	}
-	return kd
-}
-
 // pkiSecret reads a deployment's PKI Secret.
 func pkiSecret(t *testing.T, kd *kaov1.KarmadaDeployment) map[string][]byte {
 	t.Helper()

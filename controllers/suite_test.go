@@ -144,6 +144,13 @@ current-context: %[1]s
 // KarmadaDeployment whose members pick the test playbook's behaviour.
 func newDeployment(t *testing.T, ns, name string, paused bool, members ...string) *kaov1.KarmadaDeployment {
 	t.Helper()
+	return newDeploymentWith(t, ns, name, func(kd *kaov1.KarmadaDeployment) { kd.Spec.Paused = paused }, members...)
+}
+
+// newDeploymentWith is newDeployment with change applied to the
+// deployment before it is created.
+func newDeploymentWith(t *testing.T, ns, name string, change func(*kaov1.KarmadaDeployment), members ...string) *kaov1.KarmadaDeployment {
+	t.Helper()
 	ctx := context.Background()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-members", Namespace: ns}, Data: map[string][]byte{}}
 	kd := &kaov1.KarmadaDeployment{
@@ -156,7 +163,6 @@ func newDeployment(t *testing.T, ns, name string, paused bool, members ...string
 			// deployment gets a namespace of its own there.
 			HostCluster: &kaov1.HostClusterSpec{InCluster: true, Namespace: ns + "-" + name},
 			Etcd:        kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
-			Paused:      paused,
 		},
 	}
 	for _, m := range members {
@@ -166,6 +172,7 @@ func newDeployment(t *testing.T, ns, name string, paused bool, members ...string
 			KubeconfigSecretRef: kaov1.SecretKeyReference{Name: secret.Name, Key: m},
 		})
 	}
+	change(kd)
 	if err := k8s.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
