@@ -24,10 +24,14 @@ func newLogBuffer(file io.Writer, maxTail int) *logBuffer {
 	return &logBuffer{file: file, maxTail: maxTail}
 }
 
+// logTimeFormat stamps each log line, to the millisecond: whole seconds
+// hide where the time of a run of quick tasks goes.
+const logTimeFormat = "2006-01-02T15:04:05.000Z"
+
 // Line appends one rendered line.
 func (l *logBuffer) Line(ts time.Time, status, host, task, msg string) {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s %-11s", ts.UTC().Format("2006-01-02T15:04:05Z"), status)
+	fmt.Fprintf(&b, "%s %-11s", ts.UTC().Format(logTimeFormat), status)
 	if host != "" {
 		fmt.Fprintf(&b, " %-20s", host)
 	}

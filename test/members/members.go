@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -351,15 +352,25 @@ func poll(ctx context.Context, procs []*process, ready func() (bool, error)) err
 	}
 }
 
-// freePort returns a TCP port that is free on address right now.
+// freePort returns a TCP port that is free on address right now, below the
+// kernel's ephemeral range (32768 and up by default): a port the kernel
+// handed out with Listen(":0") is also what it picks as the source port of
+// outgoing connections, and with twenty API servers and their clients
+// starting at once, one of them took such a port before its server bound it.
 func freePort(t testing.TB, address string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
-	if err != nil {
-		t.Fatalf("member clusters: finding a free port on %s: %v", address, err)
+	const low, high = 20000, 32000
+	for range 200 {
+		port := low + rand.IntN(high-low)
+		l, err := net.Listen("tcp", net.JoinHostPort(address, strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("member clusters: no free port in %d-%d on %s", low, high, address)
+	return 0
 }
 
 // start runs bin in its own process group with its output in logPath, and
