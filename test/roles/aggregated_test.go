@@ -136,6 +136,45 @@ func TestAggregatedAPIServer(t *testing.T) {
 		}
 	})
 
+	step("an apply routes only to the hosts whose aggregated API server answers", func(t *testing.T) {
+		resources := absPath(t, filepath.Join("testdata", "aggregated-resources.yml"))
+		ready := func() string {
+			return kubectlRun(t, 0, "-n", "karmada-system", "get", "endpointslice", "karmada-aggregated-apiserver-hosts",
+				"-o", "jsonpath={range .endpoints[*]}{.addresses[0]}={.conditions.ready} {end}")
+		}
+		down := apiHosts[1]
+		if _, err := dc.Run(ctx, down.Name, "systemctl stop karmada-aggregated-apiserver"); err != nil {
+			t.Fatal(err)
+		}
+		a.playbook(t, inv, vars, resources).mustSucceed(t, apiHosts[0].Name)
+		if got, want := ready(), apiHosts[0].Address+"=true "+down.Address+"=false "; got != want {
+			t.Errorf("with %s's aggregated API server stopped the EndpointSlice says %q, want %q", down.Name, got, want)
+		}
+		// Every Cluster API request now reaches the host that serves.
+		for i := range 10 {
+			if out := kubectlRun(t, i%2, "get", "clusters"); !strings.Contains(out, "No resources found") {
+				t.Errorf("kubectl get clusters with %s down: %q", down.Name, out)
+			}
+		}
+		if _, err := dc.Run(ctx, down.Name, "systemctl start karmada-aggregated-apiserver"); err != nil {
+			t.Fatal(err)
+		}
+		// The role's own wait for the Cluster API covers the restart; the
+		// host answers again once its server is up.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			a.playbook(t, inv, vars, resources).mustSucceed(t, apiHosts[0].Name)
+			got, want := ready(), apiHosts[0].Address+"=true "+down.Address+"=true "
+			if got == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s's aggregated API server started again the EndpointSlice says %q, want %q", down.Name, got, want)
+			}
+			time.Sleep(2 * time.Second)
+		}
+	})
+
 	step("uninstall stops the aggregated API server", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, uninstall)
 		r.mustSucceed(t, names...)
