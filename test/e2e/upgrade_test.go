@@ -3,9 +3,12 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/controllers"
 	bundle "github.com/kao-io/kao/internal/artifacts"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
 	"github.com/kao-io/kao/test/hosts"
@@ -225,7 +229,9 @@ func TestBinaryUpgrade(t *testing.T) {
 	if crd := kubectl("get", "crd", "propagationpolicies.policy.karmada.io", "-o", "yaml"); !strings.Contains(crd, "overflowAffinities") {
 		t.Error("the PropagationPolicy CRD lacks v1.18's overflowAffinities: the CRDs did not move")
 	}
-	p.stop(t)
+	if failures := p.stop(t); len(failures) > 0 {
+		printRunLogsAround(t, kd, failures, stopped.Status.LastRun.LogConfigMapName, done.Status.LastRun.LogConfigMapName)
+	}
 
 	// 4. Going back is refused, and nothing runs.
 	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Version = upgradeFrom; s.Components.Scheduler.Version = "" })
@@ -517,8 +523,9 @@ func startUpgradeProber(t *testing.T, kd *kaov1.KarmadaDeployment, nodes []hosts
 }
 
 // stop ends the prober and fails t on any failed request, or on a sample
-// with two hosts' aggregated API servers down at once.
-func (p *upgradeProber) stop(t *testing.T) {
+// with two hosts' aggregated API servers down at once. It returns the
+// failed requests, each starting with its time of day.
+func (p *upgradeProber) stop(t *testing.T) []string {
 	t.Helper()
 	p.cancel()
 	<-p.done
@@ -540,5 +547,50 @@ func (p *upgradeProber) stop(t *testing.T) {
 			break
 		}
 		t.Errorf("more than one host's karmada-aggregated-apiserver was down at once: %s", d)
+	}
+	return slices.Clone(p.failures)
+}
+
+// printRunLogsAround logs the lines of the runs' logs (ConfigMap names)
+// stamped within three seconds of each failure (which starts with its time
+// of day, 15:04:05.000), to show what the run was doing then.
+func printRunLogsAround(t *testing.T, kd *kaov1.KarmadaDeployment, failures []string, logs ...string) {
+	t.Helper()
+	var at []time.Duration
+	for _, f := range failures {
+		if ts, err := time.Parse("15:04:05.000", strings.Fields(f)[0]); err == nil {
+			at = append(at, ts.Sub(ts.Truncate(24*time.Hour)))
+		}
+	}
+	for _, name := range logs {
+		cm := &corev1.ConfigMap{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: kd.Namespace, Name: name}, cm); err != nil {
+			t.Logf("run log %s: %v", name, err)
+			continue
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.LogKey]))
+		if err != nil {
+			t.Logf("run log %s: %v", name, err)
+			continue
+		}
+		data, _ := io.ReadAll(zr)
+		var near []string
+		for _, line := range strings.Split(string(data), "\n") {
+			stamp, _, _ := strings.Cut(line, " ")
+			ts, err := time.Parse(time.RFC3339Nano, stamp)
+			if err != nil {
+				continue
+			}
+			of := ts.Sub(ts.Truncate(24 * time.Hour))
+			for _, a := range at {
+				if d := of - a; d > -3*time.Second && d < 3*time.Second {
+					near = append(near, line)
+					break
+				}
+			}
+		}
+		if len(near) > 0 {
+			t.Logf("run log %s around the failures:\n%s", name, strings.Join(near, "\n"))
+		}
 	}
 }
