@@ -10,15 +10,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -105,6 +108,12 @@ func BenchmarkMemberJoin(b *testing.B) {
 			run(append([]string{"unjoin", names[j]}, memberArgs(j)...)...)
 		}
 		waitForNoClusters(b, clusters, memberBenchWait)
+		// karmadactl unjoin does not wait for the members' karmada-cluster
+		// namespaces to go; kao starts, like karmadactl did, on members
+		// with nothing of Karmada's left (it would wait for them).
+		for j := range names {
+			waitForNamespaceGone(b, memberClusters[j], "karmada-cluster", memberBenchWait)
+		}
 
 		createSecret(b, ns, "member-kubeconfigs", data)
 		b.StartTimer()
@@ -224,6 +233,30 @@ func waitForNoClusters(t testing.TB, clusters dynamic.NamespaceableResourceInter
 	}
 }
 
+// waitForNamespaceGone waits until a member cluster has no namespace name.
+func waitForNamespaceGone(t testing.TB, m *members.Member, name string, timeout time.Duration) {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(m.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := cs.CoreV1().Namespaces().Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: namespace %s still there after %s (%v)", m.Name, name, timeout, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 func clusterReady(c unstructured.Unstructured) bool {
 	conds, _, _ := unstructured.NestedSlice(c.Object, "status", "conditions")
 	for _, x := range conds {
@@ -291,49 +324,53 @@ func watchJoin(t testing.TB, kd *kaov1.KarmadaDeployment, clusters dynamic.Names
 	}
 }
 
-// printTaskTimeline prints, from the run's log the operator kept, each play
-// and each result that came at least half a second after the line before
-// it, counted from start, with that gap: where the run waited.
+// printTaskTimeline prints, from the logs the operator kept of the runs
+// that started after start (the spec change), each play, each failed
+// result, and each result that came at least half a second after the line
+// before it, counted from start, with that gap: where the runs waited.
 func printTaskTimeline(t testing.TB, kd *kaov1.KarmadaDeployment, start time.Time) {
 	t.Helper()
-	last := kd.Status.LastRun
-	if last == nil || last.LogConfigMapName == "" {
-		fmt.Println("  (no run log kept)")
-		return
-	}
-	cm := &corev1.ConfigMap{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: kd.Namespace, Name: last.LogConfigMapName}, cm); err != nil {
+	list := &corev1.ConfigMapList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace(kd.Namespace),
+		client.MatchingLabels{controllers.DeploymentUIDLabel: string(kd.UID)}); err != nil {
 		t.Fatal(err)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.LogKey]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Printf("\nRun %s: plays, and results 0.5 s or more after the line before (at, gap)\n", last.ID)
-	prev := start
-	lines, shown := 0, 0
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		// 2026-01-02T03:04:05.678Z changed     member_a             task -- message
-		stamp, rest, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		at, err := time.Parse(time.RFC3339Nano, stamp)
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	lines := 0
+	for _, cm := range list.Items {
+		zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.LogKey]))
 		if err != nil {
 			continue
 		}
-		lines++
-		gap := at.Sub(prev)
-		prev = at
-		if gap >= 500*time.Millisecond || strings.HasPrefix(rest, "play ") || strings.HasPrefix(rest, "end ") {
-			shown++
-			fmt.Printf("  %7s %6s  %s\n", at.Sub(start).Round(10*time.Millisecond), gap.Round(10*time.Millisecond), truncate(rest, 140))
+		var out []string
+		prev := start
+		sc := bufio.NewScanner(zr)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			// 2026-01-02T03:04:05.678Z changed     member_a             task -- message
+			stamp, rest, ok := strings.Cut(sc.Text(), " ")
+			if !ok {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, stamp)
+			if err != nil || at.Before(start) {
+				continue
+			}
+			lines++
+			gap := at.Sub(prev)
+			prev = at
+			status := strings.Fields(rest)[0]
+			if gap >= 500*time.Millisecond || slices.Contains([]string{"start", "play", "end", "failed", "unreachable"}, status) {
+				out = append(out, fmt.Sprintf("  %7s %6s  %s", at.Sub(start).Round(10*time.Millisecond), gap.Round(10*time.Millisecond), truncate(rest, 160)))
+			}
+		}
+		if len(out) > 0 {
+			fmt.Printf("\nRun %s: plays, failures, and results 0.5 s or more after the line before (at, gap)\n%s\n",
+				cm.Labels[controllers.RunIDLabel], strings.Join(out, "\n"))
 		}
 	}
 	if lines == 0 {
-		t.Errorf("no time-stamped line in the log of run %s", last.ID)
+		t.Errorf("no time-stamped line in the logs of the runs since the spec change")
 	}
 }
 

@@ -42,6 +42,7 @@ type membersEnv struct {
 	pki     pki.Bundle
 	a       *ansible
 	vars    string // extra vars: bundle, PKI directory, image registry
+	varsMap map[string]string
 	admin   string // kubeconfig of Karmada's administrator
 	// clusters are three real member clusters. kubeconfigs maps each
 	// member name (broken ones too) to its kubeconfig file, as the test
@@ -75,11 +76,12 @@ func startMembersEnv(t *testing.T) *membersEnv {
 	var pkiDir string
 	e.pki, pkiDir = genMembersPKI(t, e.hosts, e.apiHosts, e.cpHosts, []string{pullC, brokenPort})
 	e.a = newAnsible(t, e.dc)
-	e.vars = e.a.extraVars(t, "vars.json", map[string]string{
+	e.varsMap = map[string]string{
 		"kao_artifacts_dir":              bundle,
 		"kao_pki_dir":                    pkiDir,
 		"karmada_members_image_registry": testRegistry,
-	})
+	}
+	e.vars = e.a.extraVars(t, "vars.json", e.varsMap)
 	kc, err := e.pki.Kubeconfig(pki.AdminClient, apiURL(e.apiHosts[0]))
 	if err != nil {
 		t.Fatal(err)
@@ -525,6 +527,41 @@ spec:
 		}
 		if t.Failed() {
 			t.Logf("output:\n%s", r.out)
+		}
+	})
+
+	// Right after an unjoin (karmadactl's does not wait), the member's
+	// karmada-cluster namespace may still be being deleted; nothing can be
+	// created in it. Here a ConfigMap's finalizer holds it.
+	step("joins again once the namespace an unjoin left is gone", func(t *testing.T) {
+		kc := e.kubeconfigs[pushA]
+		e.kubectlOK(t, kc, "create", "namespace", "karmada-cluster")
+		e.kubectlOK(t, kc, "-n", "karmada-cluster", "create", "configmap", "hold")
+		e.kubectlOK(t, kc, "-n", "karmada-cluster", "patch", "configmap", "hold", "--type=merge",
+			"-p", `{"metadata":{"finalizers":["kao.test/hold"]}}`)
+		e.kubectlOK(t, kc, "delete", "namespace", "karmada-cluster", "--wait=false")
+		inv := e.a.memberInventory(t, "members-rejoin.json", e.deployment([]kaov1.MemberSpec{a}, nil), e.handed)
+
+		// Held longer than the join waits: push-a fails alone, saying why.
+		short := maps.Clone(e.varsMap)
+		short["karmada_members_token_timeout"] = "3"
+		r := e.a.playbookLong(t, inv, e.a.extraVars(t, "vars-short-wait.json", short), membersPlaybook)
+		if r.err == nil || !strings.Contains(r.out, "member push-a: its namespace karmada-cluster is still being deleted after 3 s") {
+			t.Errorf("the join into a namespace being deleted did not fail with why:\n%s", r.out)
+		}
+		if _, ok, _ := e.cluster(pushA); ok {
+			t.Error("a Cluster push-a was created although its join failed")
+		}
+
+		// Released: the join waits for the namespace to go, then joins.
+		e.kubectlOK(t, kc, "-n", "karmada-cluster", "patch", "configmap", "hold", "--type=merge",
+			"-p", `{"metadata":{"finalizers":null}}`)
+		r = e.a.playbookLong(t, inv, e.vars, membersPlaybook)
+		r.mustSucceed(t, inventory.MemberHost(pushA))
+		if cl, ok, _ := e.cluster(pushA); !ok {
+			t.Error("push-a did not join again")
+		} else if ready, why := cl.ready(); !ready {
+			t.Errorf("Cluster push-a is not Ready: %s", why)
 		}
 	})
 }

@@ -9,7 +9,8 @@ checks:
    namespace;
 2. refuse a Cluster name another cluster holds, a cluster already joined
    under another name, or a change of sync mode;
-3. in the member: the cluster namespace, the service accounts
+3. in the member: the cluster namespace (once a namespace left over from
+   an unjoin, still being deleted, is gone), the service accounts
    karmada-<member> (full rights, bound by a ClusterRole) and
    karmada-impersonator, each with a service-account token Secret; wait
    until the member's kube-controller-manager filled both tokens;
@@ -262,6 +263,21 @@ def wait_tokens(member, p):
         time.sleep(POLL)
 
 
+def wait_namespace_usable(client, p):
+    """Wait, bounded by token_timeout, while the cluster namespace is being
+    deleted (a member unjoined a moment ago: its namespace lingers until the
+    member's namespace controller emptied it); nothing can be created in it
+    meanwhile. Returns False when it is still being deleted."""
+    deadline = time.time() + p["token_timeout"]
+    while True:
+        ns = client.get("Namespace", p["cluster_namespace"])
+        if ns is None or not (ns.get("metadata") or {}).get("deletionTimestamp"):
+            return True
+        if time.time() > deadline:
+            return False
+        time.sleep(POLL)
+
+
 def wait_ready(karmada, p):
     deadline = time.time() + p["ready_timeout"]
     while True:
@@ -303,6 +319,10 @@ def join_one(p, karmada_lock, open_karmada):
             if problem:
                 raise JoinFailed("%s: %s" % (name, problem))
 
+            if not wait_namespace_usable(member, p):
+                raise JoinFailed("%s: its namespace %s is still being deleted after %d s (left over from an unjoin); "
+                                 "it can join once the member's namespace controller has removed it"
+                                 % (name, p["cluster_namespace"], p["token_timeout"]))
             apply(member, namespace_object(p))
             for obj in member_objects(p):
                 apply(member, obj)
