@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -236,11 +235,7 @@ func waitForNoClusters(t testing.TB, clusters dynamic.NamespaceableResourceInter
 // waitForNamespaceGone waits until a member cluster has no namespace name.
 func waitForNamespaceGone(t testing.TB, m *members.Member, name string, timeout time.Duration) {
 	t.Helper()
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(m.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := m.Client()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -273,8 +273,8 @@ func startControllerManager(t testing.TB, bins binaries, m *Member, run []string
 	)
 }
 
-// client is an admin client of m.
-func client(m *Member) (*kubernetes.Clientset, error) {
+// Client is an admin client of m, with a 10 s timeout per request.
+func (m *Member) Client() (*kubernetes.Clientset, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(m.Kubeconfig)
 	if err != nil {
 		return nil, err
@@ -286,7 +286,7 @@ func client(m *Member) (*kubernetes.Clientset, error) {
 // waitAPIServer waits until m's API server is ready (every post-start hook
 // done, RBAC bootstrapped). It gives up early when one of procs exits.
 func waitAPIServer(ctx context.Context, m *Member, procs []*process) error {
-	c, err := client(m)
+	c, err := m.Client()
 	if err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ func waitAPIServer(ctx context.Context, m *Member, procs []*process) error {
 // kube-root-ca.crt into kube-system, and returns the kube-system UID. It
 // gives up early when one of procs exits.
 func waitControllers(ctx context.Context, m *Member, procs []*process) (string, error) {
-	c, err := client(m)
+	c, err := m.Client()
 	if err != nil {
 		return "", err
 	}
