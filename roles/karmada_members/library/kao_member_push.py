@@ -286,10 +286,37 @@ def wait_ready(karmada, p):
             return None
         if time.time() > deadline:
             return c
-        time.sleep(POLL)
+        # Every member polls karmada-aggregated-apiserver: half as often as
+        # the other waits keeps it free for the joins still creating.
+        time.sleep(2 * POLL)
 
 
-def join_one(p, karmada_lock, open_karmada):
+class Claims(object):
+    """What the members of this call may take in Karmada: the Clusters that
+    existed when the call began (one LIST for all members), and the names
+    and cluster IDs members of this call claimed since. Claiming is in
+    memory, under a lock: two members given the same cluster cannot both
+    pass, and no member waits on another's requests to Karmada."""
+
+    def __init__(self, clusters):
+        self.clusters = clusters
+        self.taken = {}  # cluster ID -> member name
+        self.lock = threading.Lock()
+
+    def claim(self, p, cluster_id):
+        """'' when the member may join as p["name"] with cluster_id, else why not."""
+        with self.lock:
+            problem = check_cluster_name(p, self.clusters, cluster_id)
+            if problem:
+                return problem
+            holder = self.taken.get(cluster_id)
+            if holder is not None and holder != p["name"]:
+                return "this cluster (ID %s) is also given as member %s of the same run" % (cluster_id, holder)
+            self.taken[cluster_id] = p["name"]
+            return ""
+
+
+def join_one(p, claims, open_karmada):
     """Join one member (p: the module's shared settings merged with the
     member's); return its outcome for the `members` result."""
     name = "member %s" % p["name"]
@@ -312,10 +339,7 @@ def join_one(p, karmada_lock, open_karmada):
             cluster_id = out["cluster_id"] = kube_system["metadata"]["uid"]
             out["server"] = member.server
 
-            def refuse():
-                return check_cluster_name(p, karmada.list("Cluster"), cluster_id)
-
-            problem = refuse()
+            problem = claims.claim(p, cluster_id)
             if problem:
                 raise JoinFailed("%s: %s" % (name, problem))
 
@@ -333,16 +357,9 @@ def join_one(p, karmada_lock, open_karmada):
                                  % (name, p["cluster_namespace"], p["service_account"], p["impersonator_service_account"],
                                     p["token_timeout"]))
 
-            # The checks again, and the Cluster, under one lock: two members
-            # given the same cluster must not both pass.
-            with karmada_lock:
-                problem = refuse()
-                if problem:
-                    raise JoinFailed("%s: %s" % (name, problem))
-                apply(karmada, namespace_object(p))
-                # The Cluster comes before its Secrets so that they can name it
-                # as their owner; karmada-controller-manager retries until they exist.
-                cluster = apply(karmada, cluster_object(p, cluster_id, member.server))
+            # The Cluster comes before its Secrets so that they can name it
+            # as their owner; karmada-controller-manager retries until they exist.
+            cluster = apply(karmada, cluster_object(p, cluster_id, member.server))
             for sec in credential_secrets(p, cluster["metadata"]["uid"], member.ca_data, tokens[p["service_account"]],
                                           tokens[p["impersonator_service_account"]]):
                 apply(karmada, sec)
@@ -361,23 +378,35 @@ def join_one(p, karmada_lock, open_karmada):
 
 def run(module):
     shared = dict((k, v) for k, v in module.params.items() if k != "members")
-    lock = threading.Lock()
 
     def open_karmada():
         return from_files(shared["karmada_server"], shared["karmada_ca"], shared["karmada_cert"], shared["karmada_key"])
 
     members = module.params["members"]
     results = {}
-    if members:
-        with ThreadPoolExecutor(max_workers=min(len(members), MAX_THREADS)) as pool:
-            futures = {}
-            for m in members:
-                p = dict(shared)
-                p.update(m)
-                futures[m["name"]] = pool.submit(join_one, p, lock, open_karmada)
-            for n, f in futures.items():
-                results[n] = f.result()
-    return dict(changed=any(r["applied"] for r in results.values()), members=results)
+    if not members:
+        return dict(changed=False, members=results)
+    # What every member needs of Karmada, once: the Clusters there are, and
+    # the namespace of the Clusters' Secrets.
+    try:
+        with open_karmada() as karmada:
+            clusters = karmada.list("Cluster")
+            _, ns_changed = karmada.apply(namespace_object(shared), shared["field_manager"])
+    except KubeError as e:
+        msg = "the Push join could not start: %s" % e
+        return dict(changed=False, members=dict((m["name"], {"failed": True, "msg": "member %s: %s" % (m["name"], msg),
+                                                                "applied": [], "cluster_id": "", "server": ""})
+                                               for m in members))
+    claims = Claims(clusters)
+    with ThreadPoolExecutor(max_workers=min(len(members), MAX_THREADS)) as pool:
+        futures = {}
+        for m in members:
+            p = dict(shared)
+            p.update(m)
+            futures[m["name"]] = pool.submit(join_one, p, claims, open_karmada)
+        for n, f in futures.items():
+            results[n] = f.result()
+    return dict(changed=ns_changed or any(r["applied"] for r in results.values()), members=results)
 
 
 def main():
