@@ -92,8 +92,16 @@ func Start(t testing.TB, n int, opts Options) []*Member {
 	}
 	root := t.TempDir()
 	t.Logf("member clusters: files and logs in %s", root)
+	// One cleanup stops every process of the members at once (registered
+	// first, it also covers a Start that fails half-way).
+	var procs []*process
+	t.Cleanup(func() { stopAll(procs) })
+	started := func(p *process) *process {
+		procs = append(procs, p)
+		return p
+	}
 
-	etcd, etcdURL := startEtcd(t, bins.etcd, root)
+	etcd, etcdURL := startEtcd(t, bins.etcd, root, started)
 
 	// All API servers start at once; each controller manager only once its
 	// API server is ready, since it gives up on one that is slow to start.
@@ -101,6 +109,7 @@ func Start(t testing.TB, n int, opts Options) []*Member {
 	apiServers := make([]*process, n)
 	for i := range members {
 		members[i], apiServers[i] = startAPIServer(t, bins, root, fmt.Sprintf("member-%d", i+1), ip, etcdURL)
+		started(apiServers[i])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), memberReadyTimeout)
 	defer cancel()
@@ -109,7 +118,7 @@ func Start(t testing.TB, n int, opts Options) []*Member {
 		if err := waitAPIServer(ctx, m, []*process{apiServers[i], etcd}); err != nil {
 			t.Fatalf("member clusters: %s's kube-apiserver did not become ready: %v", m.Name, err)
 		}
-		controllerManagers[i] = startControllerManager(t, bins, m, opts.Controllers)
+		controllerManagers[i] = started(startControllerManager(t, bins, m, opts.Controllers))
 	}
 	for i, m := range members {
 		uid, err := waitControllers(ctx, m, []*process{apiServers[i], controllerManagers[i], etcd})
@@ -143,7 +152,7 @@ func requireBinaries(t testing.TB) binaries {
 
 // startEtcd starts the members' shared etcd on loopback and waits until it
 // is healthy.
-func startEtcd(t testing.TB, bin, root string) (*process, string) {
+func startEtcd(t testing.TB, bin, root string, started func(*process) *process) (*process, string) {
 	t.Helper()
 	dir := filepath.Join(root, "etcd")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -151,7 +160,7 @@ func startEtcd(t testing.TB, bin, root string) (*process, string) {
 	}
 	clientURL := "http://127.0.0.1:" + strconv.Itoa(freePort(t, "127.0.0.1"))
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(freePort(t, "127.0.0.1"))
-	p := start(t, "etcd", filepath.Join(root, "etcd.log"), bin,
+	p := started(start(t, "etcd", filepath.Join(root, "etcd.log"), bin,
 		"--name=members",
 		"--data-dir="+filepath.Join(dir, "data"),
 		"--listen-client-urls="+clientURL,
@@ -162,7 +171,7 @@ func startEtcd(t testing.TB, bin, root string) (*process, string) {
 		// Test data: durability does not matter, speed on a busy disk does.
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
-	)
+	))
 	ctx, cancel := context.WithTimeout(context.Background(), etcdReadyTimeout)
 	defer cancel()
 	err := poll(ctx, []*process{p}, func() (bool, error) {
@@ -373,14 +382,13 @@ func freePort(t testing.TB, address string) int {
 	return 0
 }
 
-// start runs bin in its own process group with its output in logPath, and
-// stops it in t.Cleanup.
+// start runs bin in its own process group with its output in logPath; the
+// caller stops it (Start's cleanup).
 func start(t testing.TB, name, logPath, bin string, args ...string) *process {
 	t.Helper()
 	p, err := startProcess(name, logPath, bin, args...)
 	if err != nil {
 		t.Fatalf("member clusters: %v", err)
 	}
-	t.Cleanup(p.stop)
 	return p
 }

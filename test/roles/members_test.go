@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -542,15 +543,25 @@ spec:
 		e.kubectlOK(t, kc, "delete", "namespace", "karmada-cluster", "--wait=false")
 		inv := e.a.memberInventory(t, "members-rejoin.json", e.deployment([]kaov1.MemberSpec{a}, nil), e.handed)
 
-		// Held longer than the join waits: push-a fails alone, saying why.
+		// Held longer than the join waits: the join fails, saying why. The
+		// same cluster given twice in one run (push-a and push-a2) joins at
+		// most once: the second to claim it is refused.
 		short := maps.Clone(e.varsMap)
 		short["karmada_members_token_timeout"] = "3"
-		r := e.a.playbookLong(t, inv, e.a.extraVars(t, "vars-short-wait.json", short), membersPlaybook)
-		if r.err == nil || !strings.Contains(r.out, "member push-a: its namespace karmada-cluster is still being deleted after 3 s") {
-			t.Errorf("the join into a namespace being deleted did not fail with why:\n%s", r.out)
+		twice := maps.Clone(e.handed)
+		twice["push-a2"] = e.kubeconfigs[pushA]
+		r := e.a.playbookLong(t, e.a.memberInventory(t, "members-rejoin-twice.json",
+			e.deployment([]kaov1.MemberSpec{a, memberSpec("push-a2", kaov1.PushSyncMode)}, nil), twice),
+			e.a.extraVars(t, "vars-short-wait.json", short), membersPlaybook)
+		waited := regexp.MustCompile(`member (push-a|push-a2): its namespace karmada-cluster is still being deleted after 3 s`).FindStringSubmatch(r.out)
+		refused := regexp.MustCompile(`member (push-a|push-a2): this cluster \(ID [-0-9a-f]+\) is also given as member (push-a|push-a2) of the same run`).FindStringSubmatch(r.out)
+		if r.err == nil || waited == nil || refused == nil || waited[1] == refused[1] || refused[2] != waited[1] {
+			t.Errorf("the join into a namespace being deleted, of one cluster given twice, did not fail with why:\n%s", r.out)
 		}
-		if _, ok, _ := e.cluster(pushA); ok {
-			t.Error("a Cluster push-a was created although its join failed")
+		for _, name := range []string{pushA, "push-a2"} {
+			if _, ok, _ := e.cluster(name); ok {
+				t.Errorf("a Cluster %s was created although its join failed", name)
+			}
 		}
 
 		// Released: the join waits for the namespace to go, then joins.
