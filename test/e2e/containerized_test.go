@@ -263,7 +263,7 @@ func TestContainerizedInstall(t *testing.T) {
 	// etcd claims, which stay with the data (no purge asked).
 	kubectl("create", "configmap", "kao-e2e-marker", "-n", "default", "--from-literal=written=before-delete")
 	claimUIDs := map[string]string{}
-	for _, o := range hostObjects(t, hc) {
+	for _, o := range hostObjects(t, hc, containerizedNamespace) {
 		if o.GetKind() == "PersistentVolumeClaim" {
 			claimUIDs[o.GetName()] = string(o.GetUID())
 		}
@@ -275,7 +275,7 @@ func TestContainerizedInstall(t *testing.T) {
 	deleteAndWait(t, final)
 	t.Logf("deletion took %s", time.Since(phase).Round(time.Second))
 	left := map[string]string{}
-	for _, o := range hostObjects(t, hc) {
+	for _, o := range hostObjects(t, hc, containerizedNamespace) {
 		if o.GetKind() != "PersistentVolumeClaim" {
 			t.Errorf("after deletion %s %s is still in the host cluster", o.GetKind(), o.GetName())
 			continue
@@ -285,7 +285,7 @@ func TestContainerizedInstall(t *testing.T) {
 	if !maps.Equal(left, claimUIDs) {
 		t.Errorf("deletion without purgeDataOnDelete must keep etcd's claims %v; left %v", claimUIDs, left)
 	}
-	checkNoPods(t, hc)
+	checkNoPods(t, hc, containerizedNamespace)
 
 	// A deployment created again in the namespace takes the claims over:
 	// what Karmada stored before is there. Deleted with purgeDataOnDelete,
@@ -304,7 +304,7 @@ func TestContainerizedInstall(t *testing.T) {
 	if out := karmadaKubectl(t, reinstalled)("get", "configmap", "kao-e2e-marker", "-n", "default", "-o", "jsonpath={.data.written}"); out != "before-delete" {
 		t.Errorf("the re-created deployment does not hold what Karmada stored before: %q", out)
 	}
-	for _, o := range hostObjects(t, hc) {
+	for _, o := range hostObjects(t, hc, containerizedNamespace) {
 		if o.GetKind() == "PersistentVolumeClaim" && claimUIDs[o.GetName()] != string(o.GetUID()) {
 			t.Errorf("the re-created deployment uses claim %s, not one of etcd's old claims %v", o.GetName(), claimUIDs)
 		}
@@ -313,10 +313,10 @@ func TestContainerizedInstall(t *testing.T) {
 	phase = time.Now()
 	deleteAndWait(t, reinstalled)
 	t.Logf("deletion with purgeDataOnDelete took %s", time.Since(phase).Round(time.Second))
-	for _, o := range hostObjects(t, hc) {
+	for _, o := range hostObjects(t, hc, containerizedNamespace) {
 		t.Errorf("after deletion with purgeDataOnDelete %s %s is still in the host cluster", o.GetKind(), o.GetName())
 	}
-	checkNoPods(t, hc)
+	checkNoPods(t, hc, containerizedNamespace)
 	if errs := kubelet.Errors(); len(errs) > 0 {
 		t.Errorf("the kubelet could not run pods as kao described them: %v", errs)
 	}
@@ -335,10 +335,10 @@ func deleteAndWait(t testing.TB, kd *kaov1.KarmadaDeployment) {
 	})
 }
 
-// checkNoPods checks that the host cluster namespace has no pods left.
-func checkNoPods(t testing.TB, hc *hostcluster.Cluster) {
+// checkNoPods checks that a host cluster namespace has no pods left.
+func checkNoPods(t testing.TB, hc *hostcluster.Cluster, ns string) {
 	t.Helper()
-	pods, err := hc.Client.CoreV1().Pods(containerizedNamespace).List(context.Background(), metav1.ListOptions{})
+	pods, err := hc.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,10 +469,10 @@ var hostKinds = []schema.GroupVersionResource{
 	{Version: "v1", Resource: "persistentvolumeclaims"},
 }
 
-// hostObjects lists the objects of hostKinds in the host cluster namespace,
+// hostObjects lists the objects of hostKinds in a host cluster namespace,
 // labelled by kao or not, sorted by kind and name; only the CA ConfigMap
 // that the host cluster itself puts into every namespace is left out.
-func hostObjects(t testing.TB, hc *hostcluster.Cluster) []unstructured.Unstructured {
+func hostObjects(t testing.TB, hc *hostcluster.Cluster, ns string) []unstructured.Unstructured {
 	t.Helper()
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(hc.Kubeconfig)
 	if err != nil {
@@ -484,7 +484,7 @@ func hostObjects(t testing.TB, hc *hostcluster.Cluster) []unstructured.Unstructu
 	}
 	var out []unstructured.Unstructured
 	for _, gvr := range hostKinds {
-		l, err := dyn.Resource(gvr).Namespace(containerizedNamespace).List(context.Background(), metav1.ListOptions{})
+		l, err := dyn.Resource(gvr).Namespace(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -512,7 +512,7 @@ func hostObjects(t testing.TB, hc *hostcluster.Cluster) []unstructured.Unstructu
 func checkGolden(t *testing.T, hc *hostcluster.Cluster, kd *kaov1.KarmadaDeployment, kubectl func(args ...string) string) {
 	t.Helper()
 	got := map[string]string{}
-	for _, o := range hostObjects(t, hc) {
+	for _, o := range hostObjects(t, hc, containerizedNamespace) {
 		got[strings.ToLower(o.GetKind())+"-"+o.GetName()] = normalize(t, &o, kd)
 	}
 	var karmadaServices unstructured.UnstructuredList

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -75,9 +76,16 @@ func run(m *testing.M) int {
 // roles, for one namespace until the test ends. It returns the state directory.
 func startOperator(t testing.TB, ns string) string {
 	t.Helper()
+	return startOperatorAs(t, env.Config, ns)
+}
+
+// startOperatorAs is startOperator for an operator that reaches its own
+// cluster with cfg.
+func startOperatorAs(t testing.TB, cfg *rest.Config, ns string) string {
+	t.Helper()
 	stateDir := testenv.StateDir(t)
 	root := testenv.RepoRoot()
-	env.StartManager(t, scheme, ns, func(mgr ctrl.Manager) error {
+	testenv.StartManagerAs(t, cfg, scheme, []string{ns}, func(mgr ctrl.Manager) error {
 		return controllers.SetupAll(mgr, controllers.Options{
 			StateDir:                stateDir,
 			PlaybookDir:             filepath.Join(root, "playbooks"),

@@ -59,6 +59,11 @@ type Cluster struct {
 	StorageClass string
 	// VolumeDir holds the PersistentVolumes' directories (hostPath).
 	VolumeDir string
+	// NodeAddresses are the nodes' InternalIP addresses, by node name: a
+	// loopback address of this machine each (127.B.0.1 and up, in an
+	// address block of the cluster's own), where a Kubelet serves the
+	// node ports of its Services.
+	NodeAddresses map[string]string
 }
 
 // nodeAnnotation marks the nodes kwok manages.
@@ -95,21 +100,40 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	c := &Cluster{Member: m, Client: cs, StorageClass: opts.StorageClass, VolumeDir: filepath.Join(m.Dir, "volumes")}
 
+	// The nodes' addresses: a block of loopback addresses of the cluster's
+	// own, so that node ports of several clusters and kubelets never meet.
+	block, release, err := addressBlock()
+	if err != nil {
+		t.Fatalf("host cluster: %v", err)
+	}
+	t.Cleanup(release)
+	c.NodeAddresses = map[string]string{}
+
 	kubeconfig := filepath.Join(m.Dir, "admin.kubeconfig")
 	startKwok(t, kwok, kubeconfig, m.Dir)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	for i := range opts.Nodes {
 		name := "kwok-node-" + strconv.Itoa(i)
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Annotations: map[string]string{nodeAnnotation: "fake"},
-			Labels:      map[string]string{"kubernetes.io/hostname": name, "type": "kwok"},
-		}}
+		addr := fmt.Sprintf("127.%d.0.%d", block, i+1)
+		// kwok keeps the addresses a node is created with (its
+		// node-initialize stage writes --node-ip only when there are none).
+		n := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Annotations: map[string]string{nodeAnnotation: "fake"},
+				Labels:      map[string]string{"kubernetes.io/hostname": name, "type": "kwok"},
+			},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: addr},
+				{Type: corev1.NodeHostName, Address: name},
+			}},
+		}
 		if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("host cluster: creating node %s: %v", name, err)
 		}
 		c.Nodes = append(c.Nodes, name)
+		c.NodeAddresses[name] = addr
 	}
 	if err := c.waitNodesReady(ctx); err != nil {
 		t.Fatalf("host cluster: %v; the end of kwok's log:\n%s", err, tail(filepath.Join(m.Dir, "kwok.log"), 30))

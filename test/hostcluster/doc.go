@@ -9,7 +9,8 @@
 // client applies. What is simulated: the nodes and the pods' lifecycle
 // (kwok marks them Running and Ready; no container runs), and scheduling (a
 // binder assigns pending pods to the nodes in turn; there is no
-// kube-scheduler, so affinity and tolerations are not weighed). Claims bind
+// kube-scheduler, so affinity and tolerations are not weighed). Each node
+// has a loopback address of this machine as its InternalIP. Claims bind
 // to hostPath PersistentVolumes of a StorageClass without a provisioner
 // that binds at once.
 //
@@ -17,7 +18,8 @@
 // programs on this machine from the objects the cluster holds (command,
 // Secrets, ConfigMaps, volumes), each on a loopback address of its own, with
 // Services served by proxies and cluster DNS names in a per-program
-// /etc/hosts, and it gives LoadBalancer Services an address. See Kubelet.
+// /etc/hosts, node ports served at the nodes' loopback addresses, and it
+// gives LoadBalancer Services an address. See Kubelet.
 //
 // Start skips its test in -short mode; otherwise missing binaries fail the
 // test with what to run, never skip it.

@@ -2,6 +2,7 @@ package hostcluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -19,7 +20,9 @@ import (
 // TestWorkloadsBecomeReadyAndRun starts a host cluster, checks that a
 // StatefulSet with claims and a Deployment become ready on the simulated
 // nodes, and that the kubelet runs a real program (etcd, from the tools
-// cache) of a pod behind a LoadBalancer Service the test reaches.
+// cache) of a pod behind a LoadBalancer Service and a NodePort Service the
+// test reaches: at the load balancer's address, and at every node's
+// address and the node port.
 func TestWorkloadsBecomeReadyAndRun(t *testing.T) {
 	c := Start(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -92,6 +95,18 @@ func TestWorkloadsBecomeReadyAndRun(t *testing.T) {
 	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	nodePortSvc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kv-node", Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeNodePort, Selector: labels("kv"),
+			Ports: []corev1.ServicePort{{Name: "client", Port: 2379, TargetPort: intstr.FromString("client")}},
+		},
+	}
+	nodePortSvc, err := c.Client.CoreV1().Services(ns).Create(ctx, nodePortSvc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePort := nodePortSvc.Spec.Ports[0].NodePort
 	k := c.RunPods(t, RunOptions{
 		Namespace: ns, Registry: "registry.test:5000", Components: []string{"kv"},
 		Images: map[string]Image{"etcd": {Dir: etcdDir, Tag: "3.6.6-0"}},
@@ -137,6 +152,39 @@ func TestWorkloadsBecomeReadyAndRun(t *testing.T) {
 			t.Fatalf("etcd did not answer through the load balancer address (last %q); errors %v; logs:\n%s", body, k.Errors(), k.Logs(20))
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+
+	// Every node has its loopback address as InternalIP (kwok kept it), and
+	// the node port answers there.
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != len(c.NodeAddresses) {
+		t.Errorf("%d nodes, %d node addresses", len(nodes.Items), len(c.NodeAddresses))
+	}
+	for _, n := range nodes.Items {
+		internal := ""
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				internal = a.Address
+			}
+		}
+		if internal == "" || internal != c.NodeAddresses[n.Name] {
+			t.Errorf("node %s has InternalIP %q, want %q", n.Name, internal, c.NodeAddresses[n.Name])
+			continue
+		}
+		url := fmt.Sprintf("http://%s:%d/health", internal, nodePort)
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Errorf("etcd does not answer at node %s's node port: %v", n.Name, err)
+			continue
+		}
+		data, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if !strings.Contains(string(data), `"health":"true"`) {
+			t.Errorf("%s: %q", url, data)
+		}
 	}
 	if errs := k.Errors(); len(errs) > 0 {
 		t.Errorf("kubelet errors: %v", errs)

@@ -63,6 +63,9 @@ type RunOptions struct {
 //     <pod>.<subdomain>.<namespace>.svc[.<domain>] for StatefulSet pods;
 //   - each Service gets an address on loopback (127.B.0.x) and a proxy
 //     that forwards each port to a running pod it selects;
+//   - a NodePort or LoadBalancer Service is also served at every node's
+//     address (Cluster.NodeAddresses) and its node port, as kube-proxy
+//     serves node ports on every node;
 //   - a LoadBalancer Service gets its Service address as ingress.
 //
 // Two things of a command are changed, because a pod's network and files
@@ -100,9 +103,11 @@ type localPod struct {
 
 // localService is a Service served here.
 type localService struct {
-	svc       *corev1.Service
-	ip        string
-	listeners []net.Listener
+	svc *corev1.Service
+	ip  string
+	// listeners serve its ports, by address:port: at ip, and at the nodes'
+	// addresses for node ports.
+	listeners map[string]net.Listener
 }
 
 // syncInterval is how often the kubelet looks at pods and Services.
@@ -186,6 +191,17 @@ func (k *Kubelet) Logs(lines int) string {
 	return b.String()
 }
 
+// HostsFile is the file every program of the kubelet sees as /etc/hosts:
+// the cluster DNS names of the namespace's Services and StatefulSet pods. It
+// is rewritten in place, so a bind mount of it follows the changes: a test
+// that mounts it over /etc/hosts in a mount namespace of its own resolves
+// those names as a pod of the host cluster would.
+func (k *Kubelet) HostsFile() string { return filepath.Join(k.root, "hosts") }
+
+// HostPath is the directory that stands for a hostPath volume's path on
+// the nodes: one directory of the kubelet's for every node.
+func (k *Kubelet) HostPath(path string) string { return filepath.Join(k.root, "hostpath", path) }
+
 // ServiceAddress is the address the kubelet serves a Service at, once it does.
 func (k *Kubelet) ServiceAddress(name string) string {
 	k.mu.Lock()
@@ -253,7 +269,9 @@ func (k *Kubelet) sync(ctx context.Context) {
 	}
 }
 
-// serveService gives a Service an address, proxies and, for a
+// serveService gives a Service an address, proxies for its ports at that
+// address and, for a NodePort or LoadBalancer Service, at every node's
+// address and the node port (as kube-proxy on each node would), and, for a
 // LoadBalancer, its ingress.
 func (k *Kubelet) serveService(ctx context.Context, svc *corev1.Service) {
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone || svc.Spec.Type == corev1.ServiceTypeExternalName {
@@ -268,24 +286,49 @@ func (k *Kubelet) serveService(ctx context.Context, svc *corev1.Service) {
 			k.errorf("serving Service %s: more than 254 Services", svc.Name)
 			return
 		}
-		ls = &localService{ip: fmt.Sprintf("127.%d.0.%d", k.block, k.nextSvc)}
+		ls = &localService{ip: fmt.Sprintf("127.%d.0.%d", k.block, k.nextSvc), listeners: map[string]net.Listener{}}
 		k.services[svc.Name] = ls
 	}
 	ls.svc = svc
-	listening := len(ls.listeners) > 0
-	k.mu.Unlock()
-	if !listening {
-		for _, port := range svc.Spec.Ports {
-			l, err := net.Listen("tcp", net.JoinHostPort(ls.ip, strconv.Itoa(int(port.Port))))
-			if err != nil {
-				k.errorf("serving Service %s port %d: %v", svc.Name, port.Port, err)
-				continue
+	// Every address:port the Service is served at, with its Service port.
+	want := map[string]int32{}
+	for _, port := range svc.Spec.Ports {
+		want[net.JoinHostPort(ls.ip, strconv.Itoa(int(port.Port)))] = port.Port
+		if port.NodePort != 0 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) {
+			for _, node := range k.c.NodeAddresses {
+				want[net.JoinHostPort(node, strconv.Itoa(int(port.NodePort)))] = port.Port
 			}
-			k.mu.Lock()
-			ls.listeners = append(ls.listeners, l)
-			k.mu.Unlock()
-			go k.proxy(l, svc.Name, port.Port)
 		}
+	}
+	var missing []string
+	for addr := range want {
+		if ls.listeners[addr] == nil {
+			missing = append(missing, addr)
+		}
+	}
+	for addr, l := range ls.listeners {
+		if _, ok := want[addr]; !ok {
+			_ = l.Close() // a port or a node port the Service no longer has
+			delete(ls.listeners, addr)
+		}
+	}
+	k.mu.Unlock()
+	sort.Strings(missing)
+	for _, addr := range missing {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			k.errorf("serving Service %s at %s: %v", svc.Name, addr, err)
+			continue
+		}
+		k.mu.Lock()
+		if k.services[svc.Name] != ls {
+			k.mu.Unlock()
+			_ = l.Close()
+			return
+		}
+		ls.listeners[addr] = l
+		k.mu.Unlock()
+		go k.proxy(l, svc.Name, want[addr])
 	}
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
 		(len(svc.Status.LoadBalancer.Ingress) == 0 || svc.Status.LoadBalancer.Ingress[0].IP != ls.ip) {
@@ -638,7 +681,7 @@ func (k *Kubelet) volumes(ctx context.Context, lp *localPod) (map[string]string,
 				return nil, err
 			}
 		case v.HostPath != nil:
-			dir = filepath.Join(k.root, "hostpath", v.HostPath.Path)
+			dir = k.HostPath(v.HostPath.Path)
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return nil, err
 			}
