@@ -212,15 +212,15 @@ def cluster_object(p, cluster_id, server):
 
 
 def credential_secrets(p, cluster_uid, ca_b64, token_b64, impersonator_b64):
-    owner = [{"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "name": p["name"], "uid": cluster_uid,
-              "controller": True, "blockOwnerDeletion": True}]
+    """The Cluster's two Secrets; owned by the Cluster when cluster_uid is set."""
     out = []
     for name, data in ((p["secret"], {"caBundle": ca_b64, "token": token_b64}),
                        (p["impersonator_secret"], {"token": impersonator_b64})):
-        out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                    "metadata": {"name": name, "namespace": p["cluster_namespace"], "labels": p["labels"],
-                                 "ownerReferences": owner},
-                    "data": data})
+        meta = {"name": name, "namespace": p["cluster_namespace"], "labels": p["labels"]}
+        if cluster_uid:
+            meta["ownerReferences"] = [{"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "name": p["name"],
+                                        "uid": cluster_uid, "controller": True, "blockOwnerDeletion": True}]
+        out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta, "data": data})
     return out
 
 
@@ -303,6 +303,13 @@ class Claims(object):
         self.taken = {}  # cluster ID -> member name
         self.lock = threading.Lock()
 
+    def uid_of(self, name):
+        """The UID of the Cluster name when the call began, or None."""
+        for c in self.clusters:
+            if c["metadata"]["name"] == name:
+                return c["metadata"].get("uid")
+        return None
+
     def claim(self, p, cluster_id):
         """'' when the member may join as p["name"] with cluster_id, else why not."""
         with self.lock:
@@ -357,11 +364,24 @@ def join_one(p, claims, open_karmada):
                                  % (name, p["cluster_namespace"], p["service_account"], p["impersonator_service_account"],
                                     p["token_timeout"]))
 
-            # The Cluster comes before its Secrets so that they can name it
-            # as their owner; karmada-controller-manager retries until they exist.
+            def secrets(uid):
+                return credential_secrets(p, uid, member.ca_data, tokens[p["service_account"]],
+                                          tokens[p["impersonator_service_account"]])
+
+            # The Secrets name the Cluster as their owner, so they need its
+            # UID; but a Cluster whose Secrets do not exist yet fails
+            # karmada-controller-manager's first health check, and a Cluster
+            # that was unhealthy must then stay healthy for
+            # --cluster-success-threshold (30 s) before it is Ready. A new
+            # Cluster therefore gets its Secrets first, without an owner,
+            # and the owner once it exists; a Cluster there already (a
+            # re-run) keeps its UID, and its Secrets are applied once.
+            uid = claims.uid_of(p["name"])
+            if uid is None:
+                for sec in secrets(None):
+                    apply(karmada, sec)
             cluster = apply(karmada, cluster_object(p, cluster_id, member.server))
-            for sec in credential_secrets(p, cluster["metadata"]["uid"], member.ca_data, tokens[p["service_account"]],
-                                          tokens[p["impersonator_service_account"]]):
+            for sec in secrets(cluster["metadata"]["uid"]):
                 apply(karmada, sec)
             if p["ready_timeout"] > 0:
                 unready = wait_ready(karmada, p)
