@@ -32,6 +32,7 @@ import (
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hostcluster"
+	"github.com/kao-io/kao/test/members"
 )
 
 // Host cluster namespaces of TestContainerizedVariants: one control plane
@@ -491,8 +492,8 @@ func startExternalEtcd(t testing.TB, etcdDir string) *externalEtcd {
 			t.Fatal(err)
 		}
 	}
-	client := "https://127.0.0.1:" + strconv.Itoa(freePort(t))
-	peer := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	client := "https://127.0.0.1:" + strconv.Itoa(members.FreePort(t, "127.0.0.1"))
+	peer := "http://127.0.0.1:" + strconv.Itoa(members.FreePort(t, "127.0.0.1"))
 	e.endpoint = client
 	log, err := os.Create(filepath.Join(dir, "etcd.log"))
 	if err != nil {
@@ -544,17 +545,6 @@ func (e *externalEtcd) etcdctlOut(args ...string) (string, error) {
 		"--cert=" + filepath.Join(e.dir, "client.crt"), "--key=" + filepath.Join(e.dir, "client.key"), "--command-timeout=5s"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// freePort returns a loopback port nobody listens on right now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // operatorInHostCluster makes the host cluster the operator's own cluster

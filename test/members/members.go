@@ -158,8 +158,8 @@ func startEtcd(t testing.TB, bin, root string, started func(*process) *process) 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	clientURL := "http://127.0.0.1:" + strconv.Itoa(freePort(t, "127.0.0.1"))
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(freePort(t, "127.0.0.1"))
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(FreePort(t, "127.0.0.1"))
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(FreePort(t, "127.0.0.1"))
 	p := started(start(t, "etcd", filepath.Join(root, "etcd.log"), bin,
 		"--name=members",
 		"--data-dir="+filepath.Join(dir, "data"),
@@ -196,7 +196,7 @@ func startAPIServer(t testing.TB, bins binaries, root, name string, ip netip.Add
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t, ip.String())
+	port := FreePort(t, ip.String())
 	server := "https://" + net.JoinHostPort(ip.String(), strconv.Itoa(port))
 
 	ca, err := newCA(name + "-ca")
@@ -361,12 +361,12 @@ func poll(ctx context.Context, procs []*process, ready func() (bool, error)) err
 	}
 }
 
-// freePort returns a TCP port that is free on address right now, below the
+// FreePort returns a TCP port that is free on address right now, below the
 // kernel's ephemeral range (32768 and up by default): a port the kernel
 // handed out with Listen(":0") is also what it picks as the source port of
 // outgoing connections, and with twenty API servers and their clients
 // starting at once, one of them took such a port before its server bound it.
-func freePort(t testing.TB, address string) int {
+func FreePort(t testing.TB, address string) int {
 	t.Helper()
 	const low, high = 20000, 32000
 	for range 200 {
