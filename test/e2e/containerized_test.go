@@ -117,21 +117,12 @@ func TestContainerizedInstall(t *testing.T) {
 	ctx := context.Background()
 	hc := hostcluster.Start(t, hostcluster.Options{Nodes: 3, StorageClass: containerizedClass, Volumes: 3})
 	t.Logf("host cluster up in %s", time.Since(start).Round(time.Second))
-	kubeDir, etcdDir, karmadaDir := hostcluster.ToolDir(t, "kubernetes"), hostcluster.ToolDir(t, "etcd"), hostcluster.ToolDir(t, "karmada")
 	kubelet := hc.RunPods(t, hostcluster.RunOptions{
 		Namespace: containerizedNamespace,
 		Registry:  containerizedRegistry,
 		Components: []string{"karmada-etcd", "karmada-apiserver", "karmada-aggregated-apiserver", "kube-controller-manager",
 			"karmada-controller-manager", "karmada-scheduler", "karmada-webhook"},
-		Images: map[string]hostcluster.Image{
-			"etcd":                                 {Dir: etcdDir, Tag: "3.6.6-0"},
-			"kube-apiserver":                       {Dir: kubeDir, Tag: "v1.35.4"},
-			"kube-controller-manager":              {Dir: kubeDir, Tag: "v1.35.4"},
-			"karmada/karmada-aggregated-apiserver": {Dir: karmadaDir, Tag: "v1.18.1"},
-			"karmada/karmada-controller-manager":   {Dir: karmadaDir, Tag: "v1.18.1"},
-			"karmada/karmada-scheduler":            {Dir: karmadaDir, Tag: "v1.18.1"},
-			"karmada/karmada-webhook":              {Dir: karmadaDir, Tag: "v1.18.1"},
-		},
+		Images: containerizedImages(t),
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -321,6 +312,23 @@ func TestContainerizedInstall(t *testing.T) {
 		t.Errorf("the kubelet could not run pods as kao described them: %v", errs)
 	}
 	t.Logf("TestContainerizedInstall took %s", time.Since(start).Round(time.Second))
+}
+
+// containerizedImages maps the image repositories of a Containerized
+// control plane to the programs of the tools cache the test kubelet runs
+// for them, at the tags kao's defaults name.
+func containerizedImages(t testing.TB) map[string]hostcluster.Image {
+	t.Helper()
+	kubeDir, etcdDir, karmadaDir := hostcluster.ToolDir(t, "kubernetes"), hostcluster.ToolDir(t, "etcd"), hostcluster.ToolDir(t, "karmada")
+	return map[string]hostcluster.Image{
+		"etcd":                                 {Dir: etcdDir, Tag: "3.6.6-0"},
+		"kube-apiserver":                       {Dir: kubeDir, Tag: "v1.35.4"},
+		"kube-controller-manager":              {Dir: kubeDir, Tag: "v1.35.4"},
+		"karmada/karmada-aggregated-apiserver": {Dir: karmadaDir, Tag: "v1.18.1"},
+		"karmada/karmada-controller-manager":   {Dir: karmadaDir, Tag: "v1.18.1"},
+		"karmada/karmada-scheduler":            {Dir: karmadaDir, Tag: "v1.18.1"},
+		"karmada/karmada-webhook":              {Dir: karmadaDir, Tag: "v1.18.1"},
+	}
 }
 
 // deleteAndWait deletes a deployment and waits until the operator released it.

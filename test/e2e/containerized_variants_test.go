@@ -106,16 +106,7 @@ func TestContainerizedVariants(t *testing.T) {
 	ctx := context.Background()
 	hc := hostcluster.Start(t, hostcluster.Options{Nodes: 2, StorageClass: containerizedClass, Volumes: 1})
 	t.Logf("host cluster up in %s", time.Since(start).Round(time.Second))
-	kubeDir, etcdDir, karmadaDir := hostcluster.ToolDir(t, "kubernetes"), hostcluster.ToolDir(t, "etcd"), hostcluster.ToolDir(t, "karmada")
-	images := map[string]hostcluster.Image{
-		"etcd":                                 {Dir: etcdDir, Tag: "3.6.6-0"},
-		"kube-apiserver":                       {Dir: kubeDir, Tag: "v1.35.4"},
-		"kube-controller-manager":              {Dir: kubeDir, Tag: "v1.35.4"},
-		"karmada/karmada-aggregated-apiserver": {Dir: karmadaDir, Tag: "v1.18.1"},
-		"karmada/karmada-controller-manager":   {Dir: karmadaDir, Tag: "v1.18.1"},
-		"karmada/karmada-scheduler":            {Dir: karmadaDir, Tag: "v1.18.1"},
-		"karmada/karmada-webhook":              {Dir: karmadaDir, Tag: "v1.18.1"},
-	}
+	images := containerizedImages(t)
 	controlPlane := []string{"karmada-apiserver", "karmada-aggregated-apiserver", "kube-controller-manager",
 		"karmada-controller-manager", "karmada-scheduler", "karmada-webhook"}
 	kubeletNP := hc.RunPods(t, hostcluster.RunOptions{
@@ -134,7 +125,7 @@ func TestContainerizedVariants(t *testing.T) {
 		}
 	})
 	resolveClusterNames(t, kubeletExt.HostsFile())
-	ext := startExternalEtcd(t, etcdDir)
+	ext := startExternalEtcd(t, hostcluster.ToolDir(t, "etcd"))
 
 	operator, hostKubeconfig := operatorInHostCluster(t, hc)
 	ns := newNamespace(t)
