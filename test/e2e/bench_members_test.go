@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"os"
@@ -333,30 +330,22 @@ func printTaskTimeline(t testing.TB, kd *kaov1.KarmadaDeployment, start time.Tim
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	lines := 0
 	for _, cm := range list.Items {
-		zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.LogKey]))
+		text, err := runLogText(&cm)
 		if err != nil {
 			continue
 		}
 		var out []string
 		prev := start
-		sc := bufio.NewScanner(zr)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			// 2026-01-02T03:04:05.678Z changed     member_a             task -- message
-			stamp, rest, ok := strings.Cut(sc.Text(), " ")
-			if !ok {
-				continue
-			}
-			at, err := time.Parse(time.RFC3339Nano, stamp)
-			if err != nil || at.Before(start) {
+		for _, l := range stampedLines(text) {
+			if l.at.Before(start) {
 				continue
 			}
 			lines++
-			gap := at.Sub(prev)
-			prev = at
-			status := strings.Fields(rest)[0]
+			gap := l.at.Sub(prev)
+			prev = l.at
+			status := strings.Fields(l.rest)[0]
 			if gap >= 500*time.Millisecond || slices.Contains([]string{"start", "play", "end", "failed", "unreachable"}, status) {
-				out = append(out, fmt.Sprintf("  %7s %6s  %s", at.Sub(start).Round(10*time.Millisecond), gap.Round(10*time.Millisecond), truncate(rest, 160)))
+				out = append(out, fmt.Sprintf("  %7s %6s  %s", l.at.Sub(start).Round(10*time.Millisecond), gap.Round(10*time.Millisecond), truncate(l.rest, 160)))
 			}
 		}
 		if len(out) > 0 {

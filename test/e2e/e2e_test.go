@@ -4,12 +4,16 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,6 +149,43 @@ func deploymentEvents(t testing.TB, kd *kaov1.KarmadaDeployment) []eventsv1.Even
 	for _, e := range list.Items {
 		if e.Regarding.Name == kd.Name {
 			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// runLogText is the text of a run's log ConfigMap (kept gzip-compressed).
+func runLogText(cm *corev1.ConfigMap) (string, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.LogKey]))
+	if err != nil {
+		return "", fmt.Errorf("run log %s: %w", cm.Name, err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		return "", fmt.Errorf("run log %s: %w", cm.Name, err)
+	}
+	return string(data), nil
+}
+
+// logLine is one line of a run log: its time stamp, and the rest of it
+// (status, host, task, message).
+type logLine struct {
+	at   time.Time
+	rest string
+}
+
+// stampedLines are the lines of a run log that start with a time stamp:
+//
+//	2026-01-02T03:04:05.678Z changed     member_a             task -- message
+func stampedLines(text string) []logLine {
+	var out []logLine
+	for _, line := range strings.Split(text, "\n") {
+		stamp, rest, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if at, err := time.Parse(time.RFC3339Nano, stamp); err == nil {
+			out = append(out, logLine{at: at, rest: rest})
 		}
 	}
 	return out

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -228,19 +225,15 @@ func changedTasks(t testing.TB, kd *kaov1.KarmadaDeployment) []changedTask {
 	if err := k8s.Get(context.Background(), key, cm); err != nil {
 		t.Fatalf("reading the log of run %s: %v", kd.Status.LastRun.ID, err)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.LogKey]))
+	data, err := runLogText(cm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(data), " start ") || !strings.Contains(string(data), " end ") {
+	if !strings.Contains(data, " start ") || !strings.Contains(data, " end ") {
 		t.Fatalf("the log of run %s is not whole:\n%s", kd.Status.LastRun.ID, data)
 	}
 	var out []changedTask
-	for _, line := range strings.Split(string(data), "\n") {
+	for _, line := range strings.Split(data, "\n") {
 		// 2026-01-02T03:04:05Z changed     node1                role : Area | Verb object
 		if f := strings.Fields(line); len(f) >= 4 && f[1] == "changed" {
 			out = append(out, changedTask{host: f[2], task: strings.Join(f[3:], " ")})

@@ -3,12 +3,9 @@
 package e2e
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/controllers"
 	bundle "github.com/kao-io/kao/internal/artifacts"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
 	"github.com/kao-io/kao/test/hosts"
@@ -568,23 +564,17 @@ func printRunLogsAround(t *testing.T, kd *kaov1.KarmadaDeployment, failures []st
 			t.Logf("run log %s: %v", name, err)
 			continue
 		}
-		zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.LogKey]))
+		text, err := runLogText(cm)
 		if err != nil {
-			t.Logf("run log %s: %v", name, err)
+			t.Log(err)
 			continue
 		}
-		data, _ := io.ReadAll(zr)
 		var near []string
-		for _, line := range strings.Split(string(data), "\n") {
-			stamp, _, _ := strings.Cut(line, " ")
-			ts, err := time.Parse(time.RFC3339Nano, stamp)
-			if err != nil {
-				continue
-			}
-			of := ts.Sub(ts.Truncate(24 * time.Hour))
+		for _, l := range stampedLines(text) {
+			of := l.at.Sub(l.at.Truncate(24 * time.Hour))
 			for _, a := range at {
 				if d := of - a; d > -3*time.Second && d < 3*time.Second {
-					near = append(near, line)
+					near = append(near, l.at.Format(time.RFC3339Nano)+" "+l.rest)
 					break
 				}
 			}
