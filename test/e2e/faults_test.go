@@ -291,14 +291,25 @@ func startOperatorProcess(t *testing.T, ns, stateDir, name string) *operatorProc
 // runs in a process group of its own, with its SSH connections; their
 // command lines name the state directory). It waits for the manager to be
 // gone.
+//
+// A container runtime kills a whole cgroup at once; pkill cannot: an
+// ansible-playbook that forks a worker while pkill walks /proc leaves that
+// worker behind (CI saw one). So kill repeats until nothing that names the
+// state directory is left, as the cgroup kill would have it.
 func (p *operatorProcess) kill(t *testing.T, stateDir string) {
 	t.Helper()
 	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = exec.Command("pkill", "-KILL", "-f", stateDir).Run()
 	<-p.done
-	if out, err := exec.Command("pgrep", "-f", stateDir).Output(); err == nil {
-		t.Fatalf("processes of the killed operator survived: %s", out)
+	var left []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		_ = exec.Command("pkill", "-KILL", "-f", stateDir).Run()
+		out, err := exec.Command("pgrep", "-f", stateDir).Output()
+		if err != nil {
+			return
+		}
+		left = out
 	}
+	t.Fatalf("processes of the killed operator survived 10s of SIGKILL: %s", left)
 }
