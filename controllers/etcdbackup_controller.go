@@ -253,7 +253,7 @@ func (r *EtcdBackupReconciler) deploymentToBackUp(ctx context.Context, eb *kaov1
 			fmt.Sprintf("KarmadaDeployment %s is being deleted: kao takes no snapshots of it", key))
 		return nil, nil, true, nil
 	}
-	if kd.Spec.Etcd.Managed != nil && kd.Spec.Mode == kaov1.ContainerizedMode && (kd.Spec.HostCluster == nil || !kd.Spec.HostCluster.InCluster) {
+	if !snapshotReachable(kd) {
 		r.notReady(eb, kd, now, kaov1.InvalidSpecReason,
 			fmt.Sprintf("KarmadaDeployment %s runs managed etcd on a remote host cluster, whose etcd Services kao cannot reach from outside it: "+
 				"kao backs up a Containerized etcd only with spec.hostCluster.inCluster (or spec.etcd.external)", key))

@@ -18,13 +18,14 @@ import (
 
 // externalEtcdFiles are where an external etcd's CA and client certificate
 // go in a run's PKI directory: the names the roles read for managed etcd, so
-// karmada-apiserver and karmada-aggregated-apiserver need no second layout.
+// karmada-apiserver, karmada-aggregated-apiserver and karmada-search need no
+// second layout.
 var externalEtcdFiles = struct {
 	ca      string
 	clients []string
 }{
 	ca:      "etcd-ca.crt",
-	clients: []string{"karmada-apiserver-etcd-client", "karmada-aggregated-apiserver-etcd-client"},
+	clients: []string{"karmada-apiserver-etcd-client", "karmada-aggregated-apiserver-etcd-client", "karmada-search-etcd-client"},
 }
 
 // externalEtcd is the material to reach an etcd cluster kao does not manage.

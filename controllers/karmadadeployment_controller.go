@@ -275,7 +275,7 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 		// The host cluster first: an install needs karmada-apiserver's
 		// address before it can issue the certificate that names it.
 		in.host, err = r.hostCluster(ctx, kd)
-		if err == nil && playbook == installPlaybook {
+		if err == nil && (playbook == installPlaybook || playbook == upgradePlaybook) {
 			var endpoint string
 			if endpoint, err = exposeAPIServer(ctx, kd, in.host); err == nil {
 				kd.Status.Endpoint = endpoint

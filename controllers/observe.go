@@ -205,7 +205,8 @@ func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, k
 			ctrl.LoggerFrom(ctx).Error(err, "Routing around hosts that failed their probes")
 		}
 	}
-	return append([]kaov1.ComponentStatus{apiserver, aggregated}, append(controllers, webhook)...), api, nil
+	out := append([]kaov1.ComponentStatus{apiserver, aggregated}, append(controllers, webhook)...)
+	return append(out, r.observeAddons(ctx, kd, bundle, admin, api)...), api, nil
 }
 
 // observeMemberClusters reads Karmada's Cluster objects through a ready

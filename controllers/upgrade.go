@@ -26,8 +26,8 @@ import (
 
 // upgradePlaybook rolls new versions out on a running control plane
 // (playbooks/upgrade.yml): one component at a time in Karmada's order, one
-// host at a time, each host health-gated, then the install converges the
-// rest.
+// host at a time (Containerized: one Deployment's rollout at a time), each
+// step health-gated, then the install converges the rest.
 const upgradePlaybook = "upgrade.yml"
 
 // Pre-upgrade etcd snapshots live in their own directory next to the
@@ -48,6 +48,15 @@ const (
 	karmadaFamily    = "karmada"
 	kubernetesFamily = "kubernetes"
 )
+
+// UpgradeWithoutBackupAnnotation lets an upgrade start without the etcd
+// snapshot kao takes first, where kao cannot take one: a Containerized
+// control plane with managed etcd on a remote host cluster (its etcd is
+// reachable only inside that cluster). Its value must be the spec.version
+// the upgrade moves to, so the annotation covers that upgrade (and
+// single-component upgrades at that version) and not a later one by
+// accident. Whoever sets it has taken a snapshot their own way.
+const UpgradeWithoutBackupAnnotation = "kao.io/upgrade-without-backup"
 
 // upgradeComponent is a component an upgrade moves, in upgradeOrder.
 type upgradeComponent struct {
@@ -138,6 +147,9 @@ func targetVersions(kd *kaov1.KarmadaDeployment, a *artifacts) map[string]string
 	out := map[string]string{"etcd": etcd}
 	for _, c := range upgradeOrder {
 		out[c.name] = version(c.own(&kd.Spec), family[c.family])
+	}
+	for name, a := range enabledAddons(kd) {
+		out[name] = version(a.Version, family[karmadaFamily])
 	}
 	return out
 }
@@ -274,9 +286,9 @@ func planUpgrade(kd *kaov1.KarmadaDeployment, targets map[string]string) (*upgra
 		}
 		running := runningVersions(kd, c.name)
 		hosts := []string{}
-		for _, h := range hostsWithRole(kd, c.role) {
-			if running[h.Name] != target {
-				hosts = append(hosts, h.Name)
+		for _, h := range upgradeHosts(kd, c.role) {
+			if running[h] != target {
+				hosts = append(hosts, h)
 			}
 		}
 		if len(hosts) == 0 {
@@ -291,6 +303,20 @@ func planUpgrade(kd *kaov1.KarmadaDeployment, targets map[string]string) (*upgra
 	return plan, nil
 }
 
+// upgradeHosts are the inventory hosts a component with the role moves on:
+// the spec's hosts with the role (Binary), or the one host that stands for
+// the host cluster, where its Deployment rolls out (Containerized).
+func upgradeHosts(kd *kaov1.KarmadaDeployment, role kaov1.HostRole) []string {
+	if kd.Spec.Mode == kaov1.ContainerizedMode {
+		return []string{inventory.HostClusterHost}
+	}
+	hosts := []string{}
+	for _, h := range hostsWithRole(kd, role) {
+		hosts = append(hosts, h.Name)
+	}
+	return hosts
+}
+
 // crdsStep is the index in upgradeOrder before which Karmada's CRDs and
 // objects move: after the kube components, before the Karmada ones.
 const crdsStep = 2
@@ -303,21 +329,17 @@ func (p *upgradePlan) addCRDs(kd *kaov1.KarmadaDeployment) {
 	if reached == "" || reached == kd.Spec.Version {
 		return
 	}
-	hosts := []string{}
-	for _, h := range hostsWithRole(kd, kaov1.APIServerRole) {
-		hosts = append(hosts, h.Name)
-	}
-	p.groups[inventory.GroupUpgradeResources] = hosts
+	p.groups[inventory.GroupUpgradeResources] = upgradeHosts(kd, kaov1.APIServerRole)
 	p.components = append(p.components, kaov1.ComponentUpgrade{Name: crdsComponent, From: []string{reached}, To: kd.Spec.Version})
 }
 
 // decidePlaybook picks the playbook of a run that is due: upgrade.yml when
-// an installed Binary control plane runs a version the spec no longer asks
-// for, install.yml otherwise. It reads the bundle like the run will (a
+// an installed control plane runs a version the spec no longer asks for,
+// install.yml otherwise. It reads the bundle like the run will (a
 // mirror of spec.artifacts.url is brought up to date); a bundle problem is
 // left to the run to report.
 func (r *KarmadaDeploymentReconciler) decidePlaybook(ctx context.Context, kd *kaov1.KarmadaDeployment) (string, *upgradePlan, error) {
-	if kd.Spec.Mode != kaov1.BinaryMode || kd.Status.Version == "" {
+	if kd.Status.Version == "" {
 		return installPlaybook, nil, nil
 	}
 	a, err := r.fetchArtifacts(ctx, kd)
@@ -355,6 +377,12 @@ func (r *KarmadaDeploymentReconciler) backupBeforeUpgrade(ctx context.Context, k
 	defer cancel()
 	if r.StateDir == "" {
 		return nil, fmt.Errorf("the operator runs without --state-dir: there is no place to keep the snapshot")
+	}
+	if !snapshotReachable(kd) {
+		return nil, fmt.Errorf("kao cannot reach the managed etcd of a Containerized control plane on a remote host cluster "+
+			"(its Services resolve only inside that cluster; kao snapshots it with spec.hostCluster.inCluster or spec.etcd.external). "+
+			"To upgrade anyway, take a snapshot your own way and annotate the KarmadaDeployment %s=%s",
+			UpgradeWithoutBackupAnnotation, kd.Spec.Version)
 	}
 	b := &EtcdBackupReconciler{Client: r.Client, APIReader: r.APIReader, EtcdProber: r.EtcdProber, Options: r.Options}
 	src, err := b.etcdSourceOf(ctx, kd)
@@ -398,6 +426,21 @@ func (r *KarmadaDeploymentReconciler) backupBeforeUpgrade(ctx context.Context, k
 	}, nil
 }
 
+// snapshotReachable tells whether kao can take a snapshot of the
+// deployment's etcd from where it runs: not the managed etcd of a
+// Containerized control plane on a remote host cluster.
+func snapshotReachable(kd *kaov1.KarmadaDeployment) bool {
+	return kd.Spec.Mode != kaov1.ContainerizedMode || kd.Spec.Etcd.Managed == nil ||
+		(kd.Spec.HostCluster != nil && kd.Spec.HostCluster.InCluster)
+}
+
+// upgradeWithoutBackup tells whether the deployment's annotation lets this
+// upgrade start without a snapshot: it names the spec.version of the run.
+func upgradeWithoutBackup(kd *kaov1.KarmadaDeployment) bool {
+	v, ok := kd.Annotations[UpgradeWithoutBackupAnnotation]
+	return ok && v == kd.Spec.Version
+}
+
 // pruneUpgradeBackups keeps the newest keep snapshots of a pre-upgrade
 // snapshot directory (their names end in a sortable UTC time).
 func pruneUpgradeBackups(dir string, keep int) error {
@@ -437,6 +480,12 @@ func snapshotTime(name string) string {
 func (r *KarmadaDeploymentReconciler) withUpgradeBackup(kd *kaov1.KarmadaDeployment, run PlaybookRunner, backupFailed *bool) PlaybookRunner {
 	return func(ctx context.Context, spec runner.Spec) (*runner.Result, error) {
 		start := r.Clock.Now()
+		if upgradeWithoutBackup(kd) {
+			r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, kaov1.UpgradeBackupSkippedReason, "Upgrade",
+				"Upgrading without an etcd snapshot, as annotation %s=%s asks: %s", UpgradeWithoutBackupAnnotation, kd.Spec.Version,
+				truncateString(upgradeSummary(kd), 400))
+			return withStopMessage(kd, run)(ctx, spec)
+		}
 		snap, err := r.backupBeforeUpgrade(ctx, kd, start)
 		if err != nil {
 			*backupFailed = true
@@ -458,6 +507,14 @@ func (r *KarmadaDeploymentReconciler) withUpgradeBackup(kd *kaov1.KarmadaDeploym
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "UpgradeBackupTaken", "Upgrade",
 			"Took etcd snapshot %s (revision %d, sha256 %s) before upgrading: %s", snap.Location, snap.Revision, snap.SHA256,
 			truncateString(upgradeSummary(kd), 400))
+		return withStopMessage(kd, run)(ctx, spec)
+	}
+}
+
+// withStopMessage wraps an upgrade's playbook runner: a failed run's
+// message starts with where the upgrade stopped.
+func withStopMessage(kd *kaov1.KarmadaDeployment, run PlaybookRunner) PlaybookRunner {
+	return func(ctx context.Context, spec runner.Spec) (*runner.Result, error) {
 		res, err := run(ctx, spec)
 		if err == nil && res.Outcome == runner.Failed {
 			if where := upgradeStopMessage(kd.Status.Upgrade, res); where != "" {
@@ -482,6 +539,14 @@ func (r *KarmadaDeploymentReconciler) recordRunVersions(cur, ran *kaov1.KarmadaD
 			setInstanceVersion(cur, c.Name, c.Hosts[i], "")
 		}
 	}
+	if ran.Spec.Mode == kaov1.ContainerizedMode && res.Outcome == runner.Succeeded &&
+		(res.Playbook == installPlaybook || res.Playbook == upgradePlaybook) {
+		// The run waited for every workload's rollout: each runs the version
+		// the run applied, before the next probe reads it from the
+		// workloads (a plan made before that probe must not move them again).
+		ranWith, _ := r.observedArtifacts(ran)
+		recordRolledOutVersions(cur, targetVersions(ran, ranWith))
+	}
 	a, _ := r.observedArtifacts(cur) // nil when the bundle went away: targets left open stay unknown
 	summarizeVersions(cur, targetVersions(cur, a))
 	u := cur.Status.Upgrade
@@ -494,6 +559,17 @@ func (r *KarmadaDeploymentReconciler) recordRunVersions(cur, ran *kaov1.KarmadaD
 			truncateString(res.Message, 1024))
 	case res.Outcome == runner.Succeeded && ran.Generation == u.Generation:
 		u.CompletionTime = timePtr(res.EndTime)
+	}
+}
+
+// recordRolledOutVersions sets the version of each component status lists
+// to the one a successful Containerized run rolled out (versions left
+// unknown, "", change nothing).
+func recordRolledOutVersions(kd *kaov1.KarmadaDeployment, rolledOut map[string]string) {
+	for i := range kd.Status.Components {
+		if v := rolledOut[kd.Status.Components[i].Name]; v != "" {
+			kd.Status.Components[i].Version = v
+		}
 	}
 }
 
@@ -514,6 +590,7 @@ type versionReport struct {
 // status.components[].instances, for hosts that still have the
 // component's role.
 func recordReportedVersions(kd *kaov1.KarmadaDeployment, stats map[string]json.RawMessage) {
+	addons := enabledAddons(kd)
 	for _, host := range sortedKeys(stats) {
 		rep := versionReport{}
 		if err := json.Unmarshal(stats[host], &rep); err != nil {
@@ -524,6 +601,10 @@ func recordReportedVersions(kd *kaov1.KarmadaDeployment, stats map[string]json.R
 				continue
 			}
 			if !slices.Contains(componentHostNames(kd, name), host) {
+				continue
+			}
+			if _, enabled := addons[name]; isAddon(name) && !enabled {
+				// Being removed by this run, or left over: not listed.
 				continue
 			}
 			setInstanceVersion(kd, name, host, v)
@@ -552,7 +633,10 @@ func componentHostNames(kd *kaov1.KarmadaDeployment, name string) []string {
 func setInstanceVersion(kd *kaov1.KarmadaDeployment, name, host, v string) {
 	i := slices.IndexFunc(kd.Status.Components, func(c kaov1.ComponentStatus) bool { return c.Name == name })
 	if i < 0 {
-		kd.Status.Components = append(kd.Status.Components, kaov1.ComponentStatus{Name: name, Hosts: componentHostNames(kd, name)})
+		// A component a run just installed (an addon): the next probe says
+		// whether it is ready.
+		kd.Status.Components = append(kd.Status.Components, kaov1.ComponentStatus{Name: name, Hosts: componentHostNames(kd, name),
+			Message: "not probed yet"})
 		i = len(kd.Status.Components) - 1
 	}
 	c := &kd.Status.Components[i]
@@ -569,6 +653,13 @@ func setInstanceVersion(kd *kaov1.KarmadaDeployment, name, host, v string) {
 // (the spec's, when it differs), keeping instances of hosts that still have
 // the component in spec order.
 func summarizeVersions(kd *kaov1.KarmadaDeployment, targets map[string]string) {
+	// An addon spec.addons no longer enables is gone (or going) from the
+	// hosts: status stops listing it at once, not at the next probe.
+	enabled := enabledAddons(kd)
+	kd.Status.Components = slices.DeleteFunc(kd.Status.Components, func(c kaov1.ComponentStatus) bool {
+		_, on := enabled[c.Name]
+		return isAddon(c.Name) && !on
+	})
 	for i := range kd.Status.Components {
 		c := &kd.Status.Components[i]
 		hosts := componentHostNames(kd, c.Name)
@@ -616,8 +707,9 @@ func carryVersions(prev, next []kaov1.ComponentStatus) {
 	}
 }
 
-// upgradePlay maps upgrade.yml's play names to the components they move.
-var upgradePlay = regexp.MustCompile(`^Upgrade \| ([a-z-]+), one host at a time$`)
+// upgradePlay maps upgrade.yml's play names to the components they move:
+// "one host at a time" (Binary) or "in the host cluster" (Containerized).
+var upgradePlay = regexp.MustCompile(`^Upgrade \| ([a-z-]+), (?:one host at a time|in the host cluster)$`)
 
 // upgradeStopMessage says where a failed upgrade stopped: the component and
 // host of its first failure, the hosts of that component already moved and
@@ -627,6 +719,11 @@ func upgradeStopMessage(u *kaov1.UpgradeStatus, res *runner.Result) string {
 	c, i, ok := upgradeStop(u, res)
 	if !ok {
 		return ""
+	}
+	if c.Hosts[i] == inventory.HostClusterHost {
+		return fmt.Sprintf("the upgrade stopped at %s, whose Deployment did not roll out to %s healthy "+
+			"(Kubernetes keeps its old pods serving until new ones are ready); not touched: every component after %s",
+			c.Name, c.To, c.Name)
 	}
 	done, left := strings.Join(c.Hosts[:i], ", "), strings.Join(c.Hosts[i+1:], ", ")
 	if done == "" {

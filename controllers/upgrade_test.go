@@ -35,10 +35,7 @@ func upgradeFixture() *kaov1.KarmadaDeployment {
 		Status: kaov1.KarmadaDeploymentStatus{Version: "v1.17.1"},
 	}
 	for _, c := range upgradeOrder {
-		v := "v1.17.1"
-		if c.family == kubernetesFamily {
-			v = "v1.35.4"
-		}
+		v := fixtureVersion(c)
 		st := kaov1.ComponentStatus{Name: c.name, Version: v}
 		for _, h := range componentHostNames(kd, c.name) {
 			st.Instances = append(st.Instances, kaov1.ComponentInstance{Host: h, Version: v})
@@ -49,6 +46,15 @@ func upgradeFixture() *kaov1.KarmadaDeployment {
 		Name: "etcd", Version: "v3.6.6", Instances: []kaov1.ComponentInstance{{Host: "node1", Version: "v3.6.6"}},
 	})
 	return kd
+}
+
+// fixtureVersion is the version the fixtures' components run: Karmada
+// v1.17.1, Kubernetes v1.35.4.
+func fixtureVersion(c upgradeComponent) string {
+	if c.family == kubernetesFamily {
+		return "v1.35.4"
+	}
+	return "v1.17.1"
 }
 
 // setRunning sets the version one host runs of a component.
@@ -392,6 +398,194 @@ func TestStoppedUpgradeStepLeavesNoVersionOnItsHost(t *testing.T) {
 			if in.Version == "" {
 				t.Errorf("a failure before the rollout cleared %s on %s", c.Name, in.Host)
 			}
+		}
+	}
+}
+
+// containerizedUpgradeFixture is a Containerized deployment whose probes
+// saw every Deployment ready at v1.17.1 (Karmada) or v1.35.4 (Kubernetes):
+// status has component versions and no instances, as observeContainerized
+// writes them.
+func containerizedUpgradeFixture() *kaov1.KarmadaDeployment {
+	kd := &kaov1.KarmadaDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "cp", Namespace: "ns", Generation: 2},
+		Spec: kaov1.KarmadaDeploymentSpec{
+			Mode: kaov1.ContainerizedMode, Version: "v1.17.1",
+			HostCluster: &kaov1.HostClusterSpec{InCluster: true},
+			Etcd:        kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
+		},
+		Status: kaov1.KarmadaDeploymentStatus{Version: "v1.17.1"},
+	}
+	for _, c := range upgradeOrder {
+		kd.Status.Components = append(kd.Status.Components, kaov1.ComponentStatus{Name: c.name, Version: fixtureVersion(c), Ready: true})
+	}
+	return kd
+}
+
+func TestPlanContainerizedUpgrade(t *testing.T) {
+	bundle := &artifacts{karmada: "v1.17.1", kubernetes: "v1.35.4", etcd: "v3.6.6"}
+	moves := func(p *upgradePlan) []string {
+		if p == nil {
+			return nil
+		}
+		out := []string{}
+		for _, c := range p.components {
+			out = append(out, c.Name+":"+strings.Join(c.From, "/")+"->"+c.To+"@"+strings.Join(c.Hosts, ","))
+		}
+		return out
+	}
+
+	kd := containerizedUpgradeFixture()
+	kd.Spec.Components.Scheduler.Version = "v1.18.1"
+	plan, err := planUpgrade(kd, targetVersions(kd, bundle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := moves(plan), []string{"karmada-scheduler:v1.17.1->v1.18.1@host_cluster"}; !slices.Equal(got, want) {
+		t.Errorf("one component's version: moves %v, want %v", got, want)
+	}
+	if got := plan.groups[inventory.GroupUpgradeScheduler]; !slices.Equal(got, []string{inventory.HostClusterHost}) {
+		t.Errorf("the scheduler's group holds %v, want the host cluster's host alone", got)
+	}
+
+	// The scheduler reached v1.18.1; spec.version follows: the CRDs and the
+	// other Karmada components move, the scheduler and the Kubernetes
+	// components do not.
+	kd.Status.Components[slices.IndexFunc(kd.Status.Components, func(c kaov1.ComponentStatus) bool { return c.Name == "karmada-scheduler" })].Version = "v1.18.1"
+	kd.Spec.Components.Scheduler.Version = ""
+	kd.Spec.Version = "v1.18.1"
+	plan, err = planUpgrade(kd, targetVersions(kd, &artifacts{karmada: "v1.18.1", kubernetes: "v1.35.4", etcd: "v3.6.6"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"karmada-crds:v1.17.1->v1.18.1@",
+		"karmada-aggregated-apiserver:v1.17.1->v1.18.1@host_cluster",
+		"karmada-webhook:v1.17.1->v1.18.1@host_cluster",
+		"karmada-controller-manager:v1.17.1->v1.18.1@host_cluster",
+	}
+	if got := moves(plan); !slices.Equal(got, want) {
+		t.Errorf("spec.version: moves\n got %v\nwant %v", got, want)
+	}
+	for g, hosts := range plan.groups {
+		wantHosts := []string{inventory.HostClusterHost}
+		if g == inventory.GroupUpgradeAPIServer || g == inventory.GroupUpgradeKubeControllerManager || g == inventory.GroupUpgradeScheduler {
+			wantHosts = []string{}
+		}
+		if !slices.Equal(hosts, wantHosts) {
+			t.Errorf("group %s holds %v, want %v", g, hosts, wantHosts)
+		}
+	}
+
+	// A Deployment that does not exist yet (no version known) is left to the
+	// install, and a downgrade is refused as in Binary mode.
+	kd = containerizedUpgradeFixture()
+	kd.Status.Components[slices.IndexFunc(kd.Status.Components, func(c kaov1.ComponentStatus) bool { return c.Name == "karmada-webhook" })].Version = ""
+	kd.Spec.Components.Webhook.Version = "v1.18.1"
+	if plan, err := planUpgrade(kd, targetVersions(kd, bundle)); err != nil || plan != nil {
+		t.Errorf("a component with no known version: plan %v, error %v; want no upgrade", moves(plan), err)
+	}
+	kd = containerizedUpgradeFixture()
+	kd.Spec.Components.ControllerManager.Version = "v1.16.0"
+	if _, err := planUpgrade(kd, targetVersions(kd, bundle)); err == nil || !strings.Contains(err.Error(), "kao does not downgrade") {
+		t.Errorf("a downgrade: error %v", err)
+	}
+}
+
+func TestContainerizedUpgradeStopMessageNamesTheDeployment(t *testing.T) {
+	u := &kaov1.UpgradeStatus{Components: []kaov1.ComponentUpgrade{
+		{Name: "karmada-aggregated-apiserver", To: "v1.18.1", Hosts: []string{inventory.HostClusterHost}},
+		{Name: "karmada-webhook", To: "v1.18.1", Hosts: []string{inventory.HostClusterHost}},
+	}}
+	res := &runner.Result{FailedTasks: []runner.FailedTask{{
+		Host: inventory.HostClusterHost, Task: "Karmada workloads | Apply the component and wait for its rollout",
+		Play: "Upgrade | karmada-webhook, in the host cluster",
+	}}}
+	got := upgradeStopMessage(u, res)
+	for _, want := range []string{"stopped at karmada-webhook, whose Deployment did not roll out to v1.18.1", "old pods serving",
+		"not touched: every component after karmada-webhook"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q does not say %q", got, want)
+		}
+	}
+	if strings.Contains(got, "on host_cluster") {
+		t.Errorf("%q names the inventory's stand-in host as if it were a machine", got)
+	}
+}
+
+func TestUpgradeBackupOfARemoteHostClustersEtcd(t *testing.T) {
+	kd := containerizedUpgradeFixture()
+	if !snapshotReachable(kd) {
+		t.Error("a managed etcd with the operator in the host cluster is reachable")
+	}
+	kd.Spec.HostCluster = &kaov1.HostClusterSpec{KubeconfigSecretRef: &kaov1.SecretKeyReference{Name: "host", Key: "kubeconfig"}}
+	if snapshotReachable(kd) {
+		t.Error("a managed etcd of a remote host cluster is not reachable")
+	}
+	r := &KarmadaDeploymentReconciler{Options: Options{StateDir: t.TempDir()}}
+	kd.Spec.Version = "v1.18.1"
+	_, err := r.backupBeforeUpgrade(t.Context(), kd, time.Now())
+	for _, want := range []string{"cannot reach the managed etcd", "spec.hostCluster.inCluster", UpgradeWithoutBackupAnnotation + "=v1.18.1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
+	kd.Spec.Etcd = kaov1.EtcdSpec{External: &kaov1.ExternalEtcd{}}
+	if !snapshotReachable(kd) {
+		t.Error("an external etcd is reachable wherever the operator runs")
+	}
+
+	// The annotation covers the upgrade to the version it names only.
+	if upgradeWithoutBackup(kd) {
+		t.Error("no annotation, yet the backup is skipped")
+	}
+	kd.Annotations = map[string]string{UpgradeWithoutBackupAnnotation: "v1.17.1"}
+	if upgradeWithoutBackup(kd) {
+		t.Error("an annotation naming another version skips the backup")
+	}
+	kd.Annotations[UpgradeWithoutBackupAnnotation] = "v1.18.1"
+	if !upgradeWithoutBackup(kd) {
+		t.Error("the annotation naming spec.version does not skip the backup")
+	}
+}
+
+func TestASuccessfulContainerizedRunRecordsTheVersionsItRolledOut(t *testing.T) {
+	r := &KarmadaDeploymentReconciler{}
+	ran := containerizedUpgradeFixture()
+	ran.Spec.Components.Scheduler.Version = "v1.18.1"
+	versionOf := func(kd *kaov1.KarmadaDeployment, name string) string {
+		for _, c := range kd.Status.Components {
+			if c.Name == name {
+				return c.Version
+			}
+		}
+		return ""
+	}
+
+	cur := ran.DeepCopy()
+	r.recordRunVersions(cur, ran, &runner.Result{ID: "r1", Playbook: upgradePlaybook, Outcome: runner.Failed}, false)
+	if v := versionOf(cur, "karmada-scheduler"); v != "v1.17.1" {
+		t.Errorf("after a failed run the scheduler's version is %q: only the workloads can say what a failed rollout left", v)
+	}
+
+	cur = ran.DeepCopy()
+	r.recordRunVersions(cur, ran, &runner.Result{ID: "r1", Playbook: upgradePlaybook, Outcome: runner.Succeeded}, false)
+	if v := versionOf(cur, "karmada-scheduler"); v != "v1.18.1" {
+		t.Errorf("after the scheduler's upgrade succeeded its version is %q, want v1.18.1", v)
+	}
+	if v := versionOf(cur, "karmada-webhook"); v != "v1.17.1" {
+		t.Errorf("karmada-webhook, which the run did not move, reads %q", v)
+	}
+	// A plan made at once, before a probe, does not move the scheduler again.
+	cur.Spec.Version = "v1.18.1"
+	cur.Spec.Components.Scheduler.Version = ""
+	plan, err := planUpgrade(cur, targetVersions(cur, &artifacts{karmada: "v1.18.1", kubernetes: "v1.35.4", etcd: "v3.6.6"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range plan.components {
+		if c.Name == "karmada-scheduler" {
+			t.Errorf("the next plan moves the scheduler again: %s", plan.summary())
 		}
 	}
 }

@@ -7,6 +7,8 @@
 #   kubernetes/<version>/bin/{kube-apiserver,kube-controller-manager,kubectl}
 #   etcd/<version>/bin/{etcd,etcdctl,etcdutl}
 #   karmada/<version>/bin/{karmada-aggregated-apiserver,...,karmadactl}
+#   karmada/<version>/bin/{karmada-search,karmada-descheduler,karmada-metrics-adapter,karmada-scheduler-estimator}
+#                                      the addons, from the karmada-addons tool set
 #   karmada/<version>/crds.tar.gz      charts/karmada/_crds of the Karmada module, as crds/...
 #   karmada/<previous>/bin/{karmada-aggregated-apiserver,-controller-manager,-scheduler,-webhook}
 #   karmada/<previous>/crds.tar.gz     the same for the Karmada version upgrades are tested from
@@ -46,6 +48,9 @@ KARMADA_PREVIOUS_VERSION="$(pinned KARMADA_PREVIOUS_VERSION)"
 KUBERNETES_BINS=(kube-apiserver kube-controller-manager kubectl)
 ETCD_BINS=(etcd etcdctl etcdutl)
 KARMADA_BINS=(karmada-aggregated-apiserver karmada-controller-manager karmada-scheduler karmada-webhook karmada-agent karmadactl)
+# The addons are built by a tool set of their own (karmada-addons, same
+# version) but live in the same karmada/<version>/bin/ of the bundle.
+ADDON_BINS=(karmada-search karmada-descheduler karmada-metrics-adapter karmada-scheduler-estimator)
 KARMADA_PREVIOUS_BINS=(karmada-aggregated-apiserver karmada-controller-manager karmada-scheduler karmada-webhook)
 
 MANIFEST="$(printf '{"karmada":"%s","kubernetes":"%s","etcd":"%s"}' "$KARMADA_VERSION" "$KUBERNETES_VERSION" "$ETCD_VERSION")"
@@ -53,10 +58,11 @@ CRDS=("karmada/$KARMADA_VERSION/crds.tar.gz" "karmada/$KARMADA_PREVIOUS_VERSION/
 
 # The binaries come from the tools cache; building a set that is cached is a
 # no-op, so this only costs time on a machine without `make tools`.
-"$TOOLS" build kubernetes etcd karmada "karmada-$KARMADA_PREVIOUS_VERSION"
+"$TOOLS" build kubernetes etcd karmada karmada-addons "karmada-$KARMADA_PREVIOUS_VERSION"
 KUBE_DIR="$("$TOOLS" dir kubernetes)"
 ETCD_DIR="$("$TOOLS" dir etcd)"
 KARMADA_DIR="$("$TOOLS" dir karmada)"
+ADDONS_DIR="$("$TOOLS" dir karmada-addons)"
 KARMADA_PREVIOUS_DIR="$("$TOOLS" dir "karmada-$KARMADA_PREVIOUS_VERSION")"
 
 # binaries prints "<source> <bundle path>" for every binary of the bundle.
@@ -65,6 +71,7 @@ binaries() {
 	for b in "${KUBERNETES_BINS[@]}"; do echo "$KUBE_DIR/$b kubernetes/$KUBERNETES_VERSION/bin/$b"; done
 	for b in "${ETCD_BINS[@]}"; do echo "$ETCD_DIR/$b etcd/$ETCD_VERSION/bin/$b"; done
 	for b in "${KARMADA_BINS[@]}"; do echo "$KARMADA_DIR/$b karmada/$KARMADA_VERSION/bin/$b"; done
+	for b in "${ADDON_BINS[@]}"; do echo "$ADDONS_DIR/$b karmada/$KARMADA_VERSION/bin/$b"; done
 	for b in "${KARMADA_PREVIOUS_BINS[@]}"; do echo "$KARMADA_PREVIOUS_DIR/$b karmada/$KARMADA_PREVIOUS_VERSION/bin/$b"; done
 }
 

@@ -63,7 +63,7 @@ KWOK_VERSION="v0.7.0"
 
 # ALL_SETS is also the build order: the longest first, so that with
 # KAO_TOOLS_JOBS=2 the short ones fill in beside it.
-ALL_SETS=(kubernetes karmada golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd kwok controller-gen)
+ALL_SETS=(kubernetes karmada karmada-addons golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd kwok controller-gen)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -110,6 +110,21 @@ set_spec() {
 			"$K/webhook=karmada-webhook"
 			"$K/agent=karmada-agent"
 			"$K/karmadactl=karmadactl"
+		)
+		;;
+	karmada-addons)
+		# The addons: a set (and a tools module) of their own, so that adding
+		# them did not change the key of the karmada set above; same version
+		# and version stamping as that set.
+		local K=github.com/karmada-io/karmada/cmd
+		S_VERSION="$KARMADA_VERSION" S_MODULE=karmada-addons
+		S_LDFLAGS="-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
+		S_LDFLAGS+=" -X github.com/karmada-io/karmada/pkg/version.gitTreeState=clean"
+		S_BINS=(
+			"$K/karmada-search=karmada-search"
+			"$K/descheduler=karmada-descheduler"
+			"$K/metrics-adapter=karmada-metrics-adapter"
+			"$K/scheduler-estimator=karmada-scheduler-estimator"
 		)
 		;;
 	"karmada-$KARMADA_PREVIOUS_VERSION")

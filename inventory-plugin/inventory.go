@@ -91,9 +91,10 @@ type Options struct {
 	// status.certificates (karmada-agent-<member>).
 	AgentCertificateNotAfter func(member string) (notAfter time.Time, ok bool)
 	// Upgrade maps upgrade groups (UpgradeGroups) to the hosts of spec.hosts
-	// they hold, for an upgrade run: the operator decides them from the
-	// versions status says run and those the spec asks for. nil: no upgrade
-	// groups. Every group given is emitted, empty ones included.
+	// they hold (Containerized: HostClusterHost), for an upgrade run: the
+	// operator decides them from the versions status says run and those the
+	// spec asks for. nil: no upgrade groups. Every group given is emitted,
+	// empty ones included.
 	Upgrade map[string][]string
 
 	// HostClusterKubeconfigPath is where the runner wrote the kubeconfig of the
@@ -185,7 +186,11 @@ func Build(kd *kaov1.KarmadaDeployment, opts Options) (*Inventory, error) {
 		}
 		inv.groups[g] = []string{}
 		for _, h := range opts.Upgrade[g] {
-			if _, ok := inv.hostVars[h]; !ok || kd.Spec.Mode != kaov1.BinaryMode {
+			if kd.Spec.Mode == kaov1.ContainerizedMode && h != HostClusterHost {
+				return nil, fmt.Errorf("building inventory for KarmadaDeployment %s/%s: upgrade group %s names %q: a Containerized upgrade moves only %s",
+					kd.Namespace, kd.Name, g, h, HostClusterHost)
+			}
+			if _, ok := inv.hostVars[h]; !ok {
 				return nil, fmt.Errorf("building inventory for KarmadaDeployment %s/%s: upgrade group %s names %q, which is not in spec.hosts", kd.Namespace, kd.Name, g, h)
 			}
 			inv.add(g, h)

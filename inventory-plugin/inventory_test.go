@@ -585,9 +585,25 @@ func TestUpgradeGroupsHoldTheHostsTheOperatorNames(t *testing.T) {
 	for _, bad := range []map[string][]string{
 		{"upgrade_everything": {"cp-1"}},
 		{GroupUpgradeWebhook: {"cp-9"}},
+		{GroupUpgradeWebhook: {HostClusterHost}},
 	} {
 		if _, err := Build(kd, Options{Upgrade: bad}); err == nil {
 			t.Errorf("Build accepted upgrade groups %v", bad)
 		}
+	}
+
+	// A Containerized upgrade moves Deployments of the host cluster: its
+	// groups hold the host that stands for it, and nothing else.
+	cz := loadCase(t, "containerized")
+	inv, err = Build(cz, Options{Upgrade: map[string][]string{GroupUpgradeWebhook: {HostClusterHost}, GroupUpgradeScheduler: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inv.Hosts(GroupUpgradeWebhook); !slices.Equal(got, []string{HostClusterHost}) {
+		t.Errorf("the Containerized webhook group holds %v", got)
+	}
+	if _, err := Build(cz, Options{Upgrade: map[string][]string{GroupUpgradeWebhook: {"cp-1"}}}); err == nil ||
+		!strings.Contains(err.Error(), "a Containerized upgrade moves only host_cluster") {
+		t.Errorf("a Containerized upgrade group naming another host: %v", err)
 	}
 }

@@ -84,6 +84,9 @@ const (
 	// UpgradeBackupFailedReason means the etcd snapshot an upgrade takes first
 	// failed; the upgrade did not start.
 	UpgradeBackupFailedReason = "UpgradeBackupFailed"
+	// UpgradeBackupSkippedReason (an Event) means an upgrade started without
+	// the etcd snapshot, as annotation kao.io/upgrade-without-backup asked.
+	UpgradeBackupSkippedReason = "UpgradeBackupSkipped"
 	// HostClusterUnreachableReason means kao could not use the host cluster of a
 	// Containerized deployment before a run (kubeconfig, permissions, connection).
 	HostClusterUnreachableReason = "HostClusterUnreachable"

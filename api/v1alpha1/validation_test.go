@@ -456,6 +456,14 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			wantMessage: "kao reaches a remote host cluster's karmada-apiserver from outside that cluster",
 		},
 		{
+			name:   "containerized mode with an addon",
+			sample: containerizedSample,
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"search": map[string]any{"enabled": true}}, "spec", "addons")
+			},
+			wantMessage: "Karmada's addons (search, descheduler, metricsAdapter, schedulerEstimator) run only in Binary mode so far",
+		},
+		{
 			name:   "containerized mode with ssh",
 			sample: containerizedSample,
 			mutate: func(o map[string]any) {

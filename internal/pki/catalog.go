@@ -49,6 +49,25 @@ const (
 	// EtcdHealthcheckClient is the client that probes etcd health.
 	EtcdHealthcheckClient = "etcd-healthcheck-client"
 
+	// SearchServer is karmada-search's serving certificate.
+	SearchServer = "karmada-search-server"
+	// SearchClient is karmada-search's identity.
+	SearchClient = "karmada-search-client"
+	// SearchEtcdClient is karmada-search's etcd client certificate.
+	SearchEtcdClient = "karmada-search-etcd-client"
+	// MetricsAdapterServer is karmada-metrics-adapter's serving certificate.
+	MetricsAdapterServer = "karmada-metrics-adapter-server"
+	// MetricsAdapterClient is karmada-metrics-adapter's identity.
+	MetricsAdapterClient = "karmada-metrics-adapter-client"
+	// DeschedulerClient is karmada-descheduler's identity.
+	DeschedulerClient = "karmada-descheduler-client"
+	// EstimatorServer is the serving certificate of every
+	// karmada-scheduler-estimator (gRPC, mutual TLS).
+	EstimatorServer = "karmada-scheduler-estimator-server"
+	// EstimatorClient is what karmada-scheduler and karmada-descheduler
+	// present to the estimators.
+	EstimatorClient = "karmada-scheduler-estimator-client"
+
 	// FrontProxyClient is karmada-apiserver's client certificate towards
 	// aggregated API servers (--proxy-client-cert-file).
 	FrontProxyClient = "front-proxy-client"
@@ -210,6 +229,7 @@ func catalog(r *request) []spec {
 		// kube-apiserver's --requestheader-allowed-names=front-proxy-client.
 		client(FrontProxyClient, FrontProxyCA, "front-proxy-client"),
 	)
+	specs = append(specs, addonSpecs(r, loopback)...)
 	// One identity per pull-mode member, never system:masters: Karmada's
 	// per-cluster agent RBAC grants it only what that member's agent needs.
 	for _, m := range r.PullMembers {
@@ -233,6 +253,40 @@ func catalog(r *request) []spec {
 			client(AggregatedAPIServerEtcdClient, EtcdCA, identityPrefix+"karmada-aggregated-apiserver-etcd-client", mastersGroup),
 			client(EtcdHealthcheckClient, EtcdCA, identityPrefix+"etcd-etcd-client"),
 		)
+	}
+	return specs
+}
+
+// addonSpecs are the certificates of the enabled addons, which run on the
+// controlPlane hosts. Their client identities follow the framework like the
+// core components' (system:karmada:<component> in system:masters).
+func addonSpecs(r *request, loopback []string) []spec {
+	var specs []spec
+	cp := hostSANs(r.ControlPlaneHosts)
+	svc := func(name string) []string {
+		return []string{name + ".karmada-system.svc", name + ".karmada-system.svc.cluster.local"}
+	}
+	if r.Addons.Search {
+		specs = append(specs,
+			server(SearchServer, "karmada-search", slices.Concat(cp, loopback, svc("karmada-search"))),
+			client(SearchClient, CA, identityPrefix+"karmada-search", mastersGroup))
+		if !r.ExternalEtcd {
+			specs = append(specs, client(SearchEtcdClient, EtcdCA, identityPrefix+"karmada-search-etcd-client", mastersGroup))
+		}
+	}
+	if r.Addons.MetricsAdapter {
+		specs = append(specs,
+			server(MetricsAdapterServer, "karmada-metrics-adapter", slices.Concat(cp, loopback, svc("karmada-metrics-adapter"))),
+			client(MetricsAdapterClient, CA, identityPrefix+"karmada-metrics-adapter", mastersGroup))
+	}
+	if r.Addons.Descheduler {
+		specs = append(specs, client(DeschedulerClient, CA, identityPrefix+"karmada-descheduler", mastersGroup))
+	}
+	if r.Addons.SchedulerEstimator {
+		specs = append(specs,
+			server(EstimatorServer, "karmada-scheduler-estimator", slices.Concat(cp, loopback)),
+			// The estimators check only that kao's CA signed it.
+			client(EstimatorClient, CA, identityPrefix+"karmada-scheduler-estimator-client"))
 	}
 	return specs
 }

@@ -87,6 +87,9 @@ type Request struct {
 	// kao hands to that member's karmada-agent instead of an admin
 	// credential. A member that leaves the list loses its certificate.
 	PullMembers []string
+	// Addons are the addons enabled in spec.addons; each gets the
+	// certificates it needs (see Addons). Disabling one drops them.
+	Addons Addons
 	// ExternalEtcd means the user brings etcd and its certificates: no etcd CA,
 	// etcd server, peer, client or health-check certificates are issued.
 	ExternalEtcd bool
@@ -100,6 +103,25 @@ type Request struct {
 	// Reissue re-issues every leaf certificate, each with a new key, whatever
 	// its state: a rotation asked for by a person. CAs and sa.key are kept.
 	Reissue bool
+}
+
+// Addons says which addons run on the controlPlane hosts.
+type Addons struct {
+	// Search gets karmada-search's serving certificate (the controlPlane
+	// hosts and karmada-search.karmada-system.svc), its client identity and,
+	// with managed etcd, its etcd client certificate.
+	Search bool
+	// MetricsAdapter gets karmada-metrics-adapter's serving certificate and
+	// client identity.
+	MetricsAdapter bool
+	// Descheduler gets karmada-descheduler's client identity; with
+	// SchedulerEstimator it also presents the estimator client certificate.
+	Descheduler bool
+	// SchedulerEstimator gets the estimators' serving certificate (the
+	// controlPlane hosts and loopback, where karmada-scheduler dials them)
+	// and the client certificate karmada-scheduler and karmada-descheduler
+	// present to them.
+	SchedulerEstimator bool
 }
 
 // Bundle maps file names to PEM contents: <name>.crt and <name>.key for every

@@ -127,7 +127,7 @@ func wrongKnownHosts(knownHosts []byte, first, second string) []byte {
 // TestBinaryInstall installs a Binary control plane on three SSH hosts with
 // pinned host keys and uses it as an SRE would: health in status, an
 // idempotent re-run, a powered-off etcd host, a changed host key, member
-// clusters, an etcd backup and restore, deletion.
+// clusters, an etcd backup and restore, the addons, deletion.
 func TestBinaryInstall(t *testing.T) {
 	dc := hosts.Start(t, 3)
 	ctx := context.Background()
@@ -303,6 +303,10 @@ func TestBinaryInstall(t *testing.T) {
 	// step costs the restore, not a second install, and shows the members
 	// Ready again after it.
 	t.Run("EtcdBackup and EtcdRestore", func(t *testing.T) { backupAndRestore(t, dc, kd) })
+
+	// Karmada's addons, with an estimator per member, enabled by spec
+	// (addons_test.go); the certificate step's first run disables them.
+	t.Run("Addons", func(t *testing.T) { addonsBySpec(t, dc, kd, kubectl) })
 
 	// A changed host key is refused, never trusted: the run fails naming the host.
 	sshSecret := &corev1.Secret{}

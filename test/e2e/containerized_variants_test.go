@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -107,6 +108,11 @@ func TestContainerizedVariants(t *testing.T) {
 	hc := hostcluster.Start(t, hostcluster.Options{Nodes: 2, StorageClass: containerizedClass, Volumes: 1})
 	t.Logf("host cluster up in %s", time.Since(start).Round(time.Second))
 	images := containerizedImages(t)
+	// The external etcd's deployment starts on Karmada v1.17.1 and is
+	// upgraded: its kubelet runs that version's programs too.
+	for _, repo := range []string{"karmada-aggregated-apiserver", "karmada-controller-manager", "karmada-scheduler", "karmada-webhook"} {
+		images["karmada/"+repo+":v1.17.1"] = hostcluster.Image{Dir: filepath.Join(artifactsDir, "karmada", "v1.17.1", "bin"), Tag: "v1.17.1"}
+	}
 	controlPlane := []string{"karmada-apiserver", "karmada-aggregated-apiserver", "kube-controller-manager",
 		"karmada-controller-manager", "karmada-scheduler", "karmada-webhook"}
 	kubeletNP := hc.RunPods(t, hostcluster.RunOptions{
@@ -129,7 +135,7 @@ func TestContainerizedVariants(t *testing.T) {
 
 	operator, hostKubeconfig := operatorInHostCluster(t, hc)
 	ns := newNamespace(t)
-	startOperatorAs(t, operator, ns)
+	stateDir := startOperatorAs(t, operator, ns)
 	createSecret(t, ns, "host-cluster", map[string][]byte{"kubeconfig": hostKubeconfig})
 	createSecret(t, ns, "their-etcd-ca", map[string][]byte{"ca.crt": ext.ca})
 	clientCert := &corev1.Secret{
@@ -151,6 +157,7 @@ func TestContainerizedVariants(t *testing.T) {
 		KeyPrefix:            variantsKeyPrefix,
 	}})
 	external.Spec.HostCluster = &kaov1.HostClusterSpec{InCluster: true, Namespace: variantsExternalNamespace}
+	external.Spec.Version = "v1.17.1"
 	phase := time.Now()
 	for _, kd := range []*kaov1.KarmadaDeployment{hostPath, external} {
 		if err := k8s.Create(ctx, kd); err != nil {
@@ -220,6 +227,10 @@ func TestContainerizedVariants(t *testing.T) {
 	// External etcd and ClusterIP. karmada-apiserver is reached at the
 	// Service's DNS name, which only resolves inside the host cluster.
 	ready = waitForCondition(t, external, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	checkReadyAt(t, ready, false, containerizedVersions("v1.17.1"))
+	phase = time.Now()
+	ready = upgradeContainerized(t, hc, ready, stateDir)
+	t.Logf("the external etcd's deployment's two upgrades took %s", time.Since(phase).Round(time.Second))
 	checkReadyStatus(t, ready, false)
 	if c := conditionMessage(ready, kaov1.EtcdHealthyCondition); !strings.HasPrefix(c, "1/1 members healthy") {
 		t.Errorf("EtcdHealthy of the external etcd: %q", c)
@@ -311,11 +322,24 @@ func TestContainerizedVariants(t *testing.T) {
 // conditions that make Ready.
 func checkReadyStatus(t testing.TB, kd *kaov1.KarmadaDeployment, managedEtcd bool) {
 	t.Helper()
-	want := map[string]string{
+	checkReadyAt(t, kd, managedEtcd, containerizedVersions("v1.18.1"))
+}
+
+// containerizedVersions are the versions of a Containerized control
+// plane's components when Karmada's run karmada.
+func containerizedVersions(karmada string) map[string]string {
+	return map[string]string{
 		"karmada-apiserver": "v1.35.4", "kube-controller-manager": "v1.35.4",
-		"karmada-aggregated-apiserver": "v1.18.1", "karmada-controller-manager": "v1.18.1",
-		"karmada-scheduler": "v1.18.1", "karmada-webhook": "v1.18.1",
+		"karmada-aggregated-apiserver": karmada, "karmada-controller-manager": karmada,
+		"karmada-scheduler": karmada, "karmada-webhook": karmada,
 	}
+}
+
+// checkReadyAt is checkReadyStatus with the versions each component must
+// be ready at.
+func checkReadyAt(t testing.TB, kd *kaov1.KarmadaDeployment, managedEtcd bool, want map[string]string) {
+	t.Helper()
+	want = maps.Clone(want)
 	if managedEtcd {
 		want["etcd"] = "v3.6.6"
 	}

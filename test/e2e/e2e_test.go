@@ -29,6 +29,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/controllers"
+	"github.com/kao-io/kao/internal/etcdsnapshot"
 	"github.com/kao-io/kao/internal/testenv"
 )
 
@@ -167,6 +168,22 @@ func runLogText(cm *corev1.ConfigMap) (string, error) {
 	return string(data), nil
 }
 
+// lastRunLog is the text of the log of the deployment's last run, which
+// must have ended.
+func lastRunLog(t testing.TB, kd *kaov1.KarmadaDeployment) string {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: kd.Namespace, Name: kd.Status.LastRun.LogConfigMapName}
+	if err := k8s.Get(context.Background(), key, cm); err != nil {
+		t.Fatalf("reading the log of run %s: %v", kd.Status.LastRun.ID, err)
+	}
+	text, err := runLogText(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
 // logLine is one line of a run log: its time stamp, and the rest of it
 // (status, host, task, message).
 type logLine struct {
@@ -189,4 +206,52 @@ func stampedLines(text string) []logLine {
 		}
 	}
 	return out
+}
+
+// waitForNextRun waits for a finished run other than prev of the
+// deployment's current generation.
+func waitForNextRun(t testing.TB, kd *kaov1.KarmadaDeployment, prev string, timeout time.Duration) *kaov1.KarmadaDeployment {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		if last := cur.Status.LastRun; last != nil && last.ID != prev && cur.Status.Progress == nil && last.Generation == cur.Generation {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run after %s within %s; status: %+v", prev, timeout, cur.Status)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkBackup checks that status.upgrade.backup names a snapshot taken for
+// this upgrade run, stored in the operator's state directory with the
+// recorded checksum, and that an Event said so.
+func checkBackup(t testing.TB, stateDir string, kd *kaov1.KarmadaDeployment) {
+	t.Helper()
+	u := kd.Status.Upgrade
+	if u == nil || u.Backup == nil || u.RunID != kd.Status.LastRun.ID {
+		t.Errorf("no etcd snapshot in status.upgrade for run %s: %+v", kd.Status.LastRun.ID, u)
+		return
+	}
+	b := u.Backup
+	if !strings.HasPrefix(b.Location, filepath.Join(stateDir, "backups", kd.Namespace, kd.Name)+"/") || b.Revision == 0 ||
+		b.Time.Before(&u.StartTime) || b.Time.After(kd.Status.LastRun.EndTime.Time) {
+		t.Errorf("status.upgrade.backup: %+v (upgrade started %s)", b, u.StartTime)
+	}
+	sum, _, err := etcdsnapshot.FileSHA256(b.Location)
+	if err != nil || sum != b.SHA256 {
+		t.Errorf("the snapshot %s: sha256 %s (%v), status says %s", b.Location, sum, err, b.SHA256)
+	}
+	if st, err := os.Stat(b.Location); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the snapshot file %s is not private: %v %v", b.Location, st, err)
+	}
+	found := false
+	for _, e := range deploymentEvents(t, kd) {
+		found = found || e.Reason == "UpgradeBackupTaken" && strings.Contains(e.Note, b.Location)
+	}
+	if !found {
+		t.Errorf("no UpgradeBackupTaken Event names %s", b.Location)
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -220,15 +219,7 @@ type changedTask struct{ host, task string }
 // the deployment's last run, which must have ended.
 func changedTasks(t testing.TB, kd *kaov1.KarmadaDeployment) []changedTask {
 	t.Helper()
-	cm := &corev1.ConfigMap{}
-	key := client.ObjectKey{Namespace: kd.Namespace, Name: kd.Status.LastRun.LogConfigMapName}
-	if err := k8s.Get(context.Background(), key, cm); err != nil {
-		t.Fatalf("reading the log of run %s: %v", kd.Status.LastRun.ID, err)
-	}
-	data, err := runLogText(cm)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := lastRunLog(t, kd)
 	if !strings.Contains(data, " start ") || !strings.Contains(data, " end ") {
 		t.Fatalf("the log of run %s is not whole:\n%s", kd.Status.LastRun.ID, data)
 	}

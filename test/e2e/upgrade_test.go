@@ -27,7 +27,6 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	bundle "github.com/kao-io/kao/internal/artifacts"
-	"github.com/kao-io/kao/internal/etcdsnapshot"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -248,23 +247,6 @@ func TestBinaryUpgrade(t *testing.T) {
 	t.Logf("TestBinaryUpgrade took %s", time.Since(testStart).Round(time.Second))
 }
 
-// waitForNextRun waits for a finished run other than prev of the
-// deployment's current generation.
-func waitForNextRun(t testing.TB, kd *kaov1.KarmadaDeployment, prev string, timeout time.Duration) *kaov1.KarmadaDeployment {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		cur := get(t, kd)
-		if last := cur.Status.LastRun; last != nil && last.ID != prev && cur.Status.Progress == nil && last.Generation == cur.Generation {
-			return cur
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no run after %s within %s; status: %+v", prev, timeout, cur.Status)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
 func mustRun(t testing.TB, dc *hosts.Cluster, host, script string) string {
 	t.Helper()
 	out, err := dc.Run(context.Background(), host, script)
@@ -367,37 +349,6 @@ func checkInstances(t testing.TB, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment
 		if got := hostServices(t, dc, []hosts.Host{h})[host+"/"+kaoServices[name]][1]; got != v {
 			t.Errorf("%s on %s runs %q, want %q", name, host, got, v)
 		}
-	}
-}
-
-// checkBackup checks that status.upgrade.backup names a snapshot taken for
-// this upgrade run, stored in the operator's state directory with the
-// recorded checksum, and that an Event said so.
-func checkBackup(t testing.TB, stateDir string, kd *kaov1.KarmadaDeployment) {
-	t.Helper()
-	u := kd.Status.Upgrade
-	if u == nil || u.Backup == nil || u.RunID != kd.Status.LastRun.ID {
-		t.Errorf("no etcd snapshot in status.upgrade for run %s: %+v", kd.Status.LastRun.ID, u)
-		return
-	}
-	b := u.Backup
-	if !strings.HasPrefix(b.Location, filepath.Join(stateDir, "backups", kd.Namespace, kd.Name)+"/") || b.Revision == 0 ||
-		b.Time.Before(&u.StartTime) || b.Time.After(kd.Status.LastRun.EndTime.Time) {
-		t.Errorf("status.upgrade.backup: %+v (upgrade started %s)", b, u.StartTime)
-	}
-	sum, _, err := etcdsnapshot.FileSHA256(b.Location)
-	if err != nil || sum != b.SHA256 {
-		t.Errorf("the snapshot %s: sha256 %s (%v), status says %s", b.Location, sum, err, b.SHA256)
-	}
-	if st, err := os.Stat(b.Location); err != nil || st.Mode().Perm() != 0o600 {
-		t.Errorf("the snapshot file %s is not private: %v %v", b.Location, st, err)
-	}
-	found := false
-	for _, e := range deploymentEvents(t, kd) {
-		found = found || e.Reason == "UpgradeBackupTaken" && strings.Contains(e.Note, b.Location)
-	}
-	if !found {
-		t.Errorf("no UpgradeBackupTaken Event names %s", b.Location)
 	}
 }
 

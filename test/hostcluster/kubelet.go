@@ -46,7 +46,9 @@ type RunOptions struct {
 	// programs run; other pods stay simulated by kwok alone.
 	Components []string
 	// Images maps image repositories (the part between the registry and
-	// the tag) to programs.
+	// the tag) to programs. A key may also be repository:tag, for programs
+	// of another version of a repository (an upgrade's old version): that
+	// key is looked up first.
 	Images map[string]Image
 }
 
@@ -625,7 +627,10 @@ func (k *Kubelet) program(image, command string) (string, error) {
 		return "", fmt.Errorf("image %s is not from the registry %s", image, k.opts.Registry)
 	}
 	repo, tag, _ := strings.Cut(ref, ":")
-	img, ok := k.opts.Images[repo]
+	img, ok := k.opts.Images[ref]
+	if !ok {
+		img, ok = k.opts.Images[repo]
+	}
 	if !ok {
 		return "", fmt.Errorf("image %s: no programs for repository %s", image, repo)
 	}

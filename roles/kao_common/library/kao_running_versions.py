@@ -26,7 +26,9 @@ options:
       The services to read: name (the component, the result's key), unit (the
       systemd unit) and style, how the binary tells its version (karmada: the
       version subcommand; kubernetes: --version, "Kubernetes vX.Y.Z"; etcd:
-      --version, "etcd Version: X.Y.Z").
+      --version, "etcd Version: X.Y.Z"). Several units may share a name
+      (the estimators of the members): the name reports the oldest version
+      they run, or an empty one when any of them does not run.
     type: list
     elements: dict
     required: true
@@ -102,15 +104,23 @@ def main():
             module.fail_json(msg="reading the state of %s: %s" % (unit, to_native(e)))
         if load != "loaded":
             continue
-        versions[name] = ""
-        if pid == 0:
-            continue
-        try:
-            versions[name] = _running_version(pid, style)
-        except (OSError, subprocess.SubprocessError, ValueError) as e:
-            # The process may have exited between the two calls.
-            problems[name] = to_native(e)
+        version = ""
+        if pid != 0:
+            try:
+                version = _running_version(pid, style)
+            except (OSError, subprocess.SubprocessError, ValueError) as e:
+                # The process may have exited between the two calls.
+                problems[name] = to_native(e)
+        versions[name] = _oldest(versions[name], version) if name in versions else version
     module.exit_json(changed=False, versions=versions, problems=problems)
+
+
+def _oldest(a, b):
+    """The older of two vX.Y.Z versions; empty when either is (a unit that does not run)."""
+    if not a or not b:
+        return ""
+    key = lambda v: tuple(int(x) for x in v.lstrip("v").split("."))  # noqa: E731
+    return a if key(a) <= key(b) else b
 
 
 if __name__ == "__main__":
