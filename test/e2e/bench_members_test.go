@@ -147,7 +147,26 @@ func BenchmarkMemberJoin(b *testing.B) {
 			fmt.Printf("  %7s  %s\n", m.at.Round(100*time.Millisecond), m.what)
 		}
 		printTaskTimeline(b, done, start)
+		saveControllerManagerLog(b, dc, dc.Hosts()[0].Name, start)
 	}
+}
+
+// saveControllerManagerLog keeps karmada-controller-manager's journal from
+// start on in a file outside the test's temporary directories, for reading
+// after the run how Karmada's cluster controllers took the new Clusters.
+func saveControllerManagerLog(t testing.TB, dc *hosts.Cluster, host string, start time.Time) {
+	t.Helper()
+	out, err := dc.Run(context.Background(), host, fmt.Sprintf(
+		"journalctl --no-pager -o short-precise -u karmada-controller-manager --since @%d", start.Unix()-1))
+	if err != nil {
+		fmt.Printf("karmada-controller-manager's journal: %v\n", err)
+		return
+	}
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("kao-bench-controller-manager-%d.log", start.Unix()))
+	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("karmada-controller-manager's journal since the spec change: %s\n", path)
 }
 
 // writeKarmadaKubeconfig writes the deployment's exported admin kubeconfig
@@ -274,6 +293,7 @@ func watchJoin(t testing.TB, kd *kaov1.KarmadaDeployment, clusters dynamic.Names
 	var marks []mark
 	note := func(what string) { marks = append(marks, mark{time.Since(start), what}) }
 	runSeen, created, ready := false, 0, 0
+	seen := clusterMilestones{}
 	deadline := time.Now().Add(timeout)
 	for {
 		if !runSeen {
@@ -294,6 +314,11 @@ func watchJoin(t testing.TB, kd *kaov1.KarmadaDeployment, clusters dynamic.Names
 					r++
 				}
 			}
+			for _, c := range list.Items {
+				if slices.Contains(names, c.GetName()) {
+					seen.observe(c, time.Since(start))
+				}
+			}
 			if created == 0 && n > 0 {
 				note(fmt.Sprintf("first Cluster created (%d)", n))
 			}
@@ -306,7 +331,7 @@ func watchJoin(t testing.TB, kd *kaov1.KarmadaDeployment, clusters dynamic.Names
 			created, ready = n, r
 			if r == len(names) {
 				note("all Clusters Ready")
-				return marks
+				return append(marks, seen.marks()...)
 			}
 		}
 		if time.Now().After(deadline) {
@@ -314,6 +339,82 @@ func watchJoin(t testing.TB, kd *kaov1.KarmadaDeployment, clusters dynamic.Names
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// clusterMilestones keeps, per Cluster, when the poll first saw it, first
+// saw Karmada's cluster controller finalizer on it (Karmada's cluster status
+// controller waits for that finalizer before its first health check), and
+// first saw a Ready condition and Ready=True, with the first Ready
+// condition's reason: where Karmada itself spends the time after creation.
+type clusterMilestones map[string]*clusterSeen
+
+type clusterSeen struct {
+	created, finalizer, condition, ready time.Duration
+	firstReason                          string
+}
+
+func (m clusterMilestones) observe(c unstructured.Unstructured, at time.Duration) {
+	s := m[c.GetName()]
+	if s == nil {
+		s = &clusterSeen{created: at, finalizer: -1, condition: -1, ready: -1}
+		m[c.GetName()] = s
+	}
+	if s.finalizer < 0 && len(c.GetFinalizers()) > 0 {
+		s.finalizer = at
+	}
+	conds, _, _ := unstructured.NestedSlice(c.Object, "status", "conditions")
+	for _, x := range conds {
+		cond, _ := x.(map[string]any)
+		if cond["type"] != "Ready" {
+			continue
+		}
+		if s.condition < 0 {
+			s.condition = at
+			s.firstReason = fmt.Sprintf("%v/%v", cond["status"], cond["reason"])
+		}
+		if s.ready < 0 && cond["status"] == "True" {
+			s.ready = at
+		}
+	}
+}
+
+// marks sums the milestones up: the latest of each across the Clusters,
+// the largest gaps between them, and how many Clusters had each first
+// Ready condition.
+func (m clusterMilestones) marks() []mark {
+	var out []mark
+	latest := func(what string, f func(*clusterSeen) time.Duration) {
+		var last time.Duration
+		for _, s := range m {
+			last = max(last, f(s))
+		}
+		out = append(out, mark{last, "latest " + what})
+	}
+	latest("Cluster with the cluster controller's finalizer", func(s *clusterSeen) time.Duration { return s.finalizer })
+	latest("first Ready condition", func(s *clusterSeen) time.Duration { return s.condition })
+	gap := func(what string, f func(*clusterSeen) time.Duration) {
+		var worst time.Duration
+		for _, s := range m {
+			worst = max(worst, f(s))
+		}
+		out = append(out, mark{worst, "longest " + what + " (a gap, not a moment)"})
+	}
+	gap("created to finalizer", func(s *clusterSeen) time.Duration { return s.finalizer - s.created })
+	gap("finalizer to first Ready condition", func(s *clusterSeen) time.Duration { return s.condition - s.finalizer })
+	gap("first Ready condition to Ready=True", func(s *clusterSeen) time.Duration { return s.ready - s.condition })
+	reasons := map[string]int{}
+	for _, s := range m {
+		reasons[s.firstReason]++
+	}
+	keys := make([]string, 0, len(reasons))
+	for k := range reasons {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, mark{0, fmt.Sprintf("first Ready condition %s on %d Clusters", k, reasons[k])})
+	}
+	return out
 }
 
 // printTaskTimeline prints, from the logs the operator kept of the runs
