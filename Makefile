@@ -16,10 +16,10 @@ KUBEBUILDER_ASSETS ?= $(shell $(TOOLS) assets)
 export KUBEBUILDER_ASSETS
 
 # Go test flags: override with `make test GOTESTFLAGS=...`. The timeout is
-# per package: test/e2e takes about 55 minutes on a 2-core machine beside
-# test/roles (its tests run one at a time: run beside each other they
-# overloaded the machine), longer when the machine is shared: the timeout
-# leaves room for that; CI's hour is the goal, not this bound.
+# per package: test/e2e took 29 minutes on a fresh 2-core machine beside
+# test/roles and about an hour on a busy one (its tests run one at a time:
+# run beside each other they overloaded the machine); the timeout leaves room
+# for that; CI's hour is the goal, not this bound.
 GOTESTFLAGS ?= -count=1 -timeout=75m
 
 ##@ General
