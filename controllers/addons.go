@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -49,6 +48,13 @@ var addonNames = []string{"karmada-search", "karmada-metrics-adapter", "karmada-
 
 // isAddon tells whether a status name is an addon's.
 func isAddon(name string) bool { return slices.Contains(addonNames, name) }
+
+// disabledAddon tells whether a status name is an addon's that is not in
+// enabled (enabledAddons).
+func disabledAddon(name string, enabled map[string]*kaov1.AddonSpec) bool {
+	_, on := enabled[name]
+	return isAddon(name) && !on
+}
 
 // enabledAddons maps the status name of each addon spec.addons enables to
 // its spec (the estimators of all members share one status entry).
@@ -109,11 +115,8 @@ func (r *KarmadaDeploymentReconciler) observeAddons(ctx context.Context, kd *kao
 		if api.URL == "" {
 			c.Message = "no karmada-apiserver is ready to read its leader lease from"
 		} else {
-			l := r.karmadaProber().Leases(ctx, api, []probe.LeaseRef{{Namespace: "karmada-system", Name: deschedulerLeaseName}}, r.Clock.Now())[0]
-			c.Ready, c.Message = l.Held, "leader "+l.Holder
-			if !l.Held {
-				c.Message = truncateString(fmt.Sprintf("lease %s/%s: %s", l.Namespace, l.Name, l.Message), 512)
-			}
+			lease := probe.LeaseRef{Namespace: karmadaSystemNamespace, Name: deschedulerLeaseName}
+			setLeaseStatus(&c, r.karmadaProber().Leases(ctx, api, []probe.LeaseRef{lease}, r.Clock.Now())[0])
 		}
 		out = append(out, c)
 	}

@@ -185,11 +185,7 @@ func (r *KarmadaDeploymentReconciler) observeControlPlane(ctx context.Context, k
 		aggregated.Ready = false
 	} else {
 		for i, l := range r.karmadaProber().Leases(ctx, api, leases, r.Clock.Now()) {
-			controllers[i].Ready = l.Held
-			controllers[i].Message = "leader " + l.Holder
-			if !l.Held {
-				controllers[i].Message = truncateString(fmt.Sprintf("lease %s/%s: %s", l.Namespace, l.Name, l.Message), 512)
-			}
+			setLeaseStatus(&controllers[i], l)
 		}
 		if ok, msg := r.karmadaProber().APIService(ctx, api, clusterAPIService); !ok {
 			aggregated.Ready = false
@@ -396,4 +392,13 @@ func clientTLS(bundle pki.Bundle, caFile, client string) (*tls.Config, error) {
 		return nil, fmt.Errorf("the PKI Secret's %s pair is unusable: %w", client, err)
 	}
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// setLeaseStatus sets a leader-elected component's readiness from its lease:
+// ready while a holder renews it.
+func setLeaseStatus(c *kaov1.ComponentStatus, l probe.LeaseState) {
+	c.Ready, c.Message = l.Held, "leader "+l.Holder
+	if !l.Held {
+		c.Message = truncateString(fmt.Sprintf("lease %s/%s: %s", l.Namespace, l.Name, l.Message), 512)
+	}
 }

@@ -75,12 +75,11 @@ func pkiRequest(kd *kaov1.KarmadaDeployment) pki.Request {
 			}
 		}
 	}
-	enabled := func(a *kaov1.AddonSpec) bool { return a != nil && a.Enabled }
 	req.Addons = pki.Addons{
-		Search:             enabled(spec.Addons.Search),
-		MetricsAdapter:     enabled(spec.Addons.MetricsAdapter),
-		Descheduler:        enabled(spec.Addons.Descheduler),
-		SchedulerEstimator: enabled(spec.Addons.SchedulerEstimator),
+		Search:             addonEnabled(spec.Addons.Search),
+		MetricsAdapter:     addonEnabled(spec.Addons.MetricsAdapter),
+		Descheduler:        addonEnabled(spec.Addons.Descheduler),
+		SchedulerEstimator: addonEnabled(spec.Addons.SchedulerEstimator),
 	}
 	for _, m := range spec.Members {
 		if m.SyncMode == kaov1.PullSyncMode {

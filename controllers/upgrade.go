@@ -590,7 +590,7 @@ type versionReport struct {
 // status.components[].instances, for hosts that still have the
 // component's role.
 func recordReportedVersions(kd *kaov1.KarmadaDeployment, stats map[string]json.RawMessage) {
-	addons := enabledAddons(kd)
+	enabled := enabledAddons(kd)
 	for _, host := range sortedKeys(stats) {
 		rep := versionReport{}
 		if err := json.Unmarshal(stats[host], &rep); err != nil {
@@ -603,7 +603,7 @@ func recordReportedVersions(kd *kaov1.KarmadaDeployment, stats map[string]json.R
 			if !slices.Contains(componentHostNames(kd, name), host) {
 				continue
 			}
-			if _, enabled := addons[name]; isAddon(name) && !enabled {
+			if disabledAddon(name, enabled) {
 				// Being removed by this run, or left over: not listed.
 				continue
 			}
@@ -657,8 +657,7 @@ func summarizeVersions(kd *kaov1.KarmadaDeployment, targets map[string]string) {
 	// hosts: status stops listing it at once, not at the next probe.
 	enabled := enabledAddons(kd)
 	kd.Status.Components = slices.DeleteFunc(kd.Status.Components, func(c kaov1.ComponentStatus) bool {
-		_, on := enabled[c.Name]
-		return isAddon(c.Name) && !on
+		return disabledAddon(c.Name, enabled)
 	})
 	for i := range kd.Status.Components {
 		c := &kd.Status.Components[i]

@@ -32,12 +32,7 @@ func addonsBySpec(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, 
 			karmada = c.Version
 		}
 	}
-	cpHosts := []string{}
-	for _, h := range before.Spec.Hosts {
-		if slices.Contains(h.Roles, kaov1.ControlPlaneRole) {
-			cpHosts = append(cpHosts, h.Name)
-		}
-	}
+	cpHosts := controlPlaneHosts(before)
 	members := []string{}
 	for _, m := range before.Spec.Members {
 		members = append(members, m.Name)
@@ -103,6 +98,18 @@ func addonsBySpec(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, 
 	}
 }
 
+// controlPlaneHosts are the names of the deployment's controlPlane hosts,
+// where the addons run.
+func controlPlaneHosts(kd *kaov1.KarmadaDeployment) []string {
+	out := []string{}
+	for _, h := range kd.Spec.Hosts {
+		if slices.Contains(h.Roles, kaov1.ControlPlaneRole) {
+			out = append(out, h.Name)
+		}
+	}
+	return out
+}
+
 // disableAddons is the spec change that disables every addon.
 func disableAddons(s *kaov1.KarmadaDeploymentSpec) {
 	for _, a := range []*kaov1.AddonSpec{s.Addons.Search, s.Addons.MetricsAdapter, s.Addons.Descheduler, s.Addons.SchedulerEstimator} {
@@ -118,12 +125,7 @@ func disableAddons(s *kaov1.KarmadaDeploymentSpec) {
 // restarting the API servers meanwhile, so a failed kubectl is retried.
 func checkAddonsGone(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment) {
 	t.Helper()
-	cpHosts := []string{}
-	for _, h := range kd.Spec.Hosts {
-		if slices.Contains(h.Roles, kaov1.ControlPlaneRole) {
-			cpHosts = append(cpHosts, h.Name)
-		}
-	}
+	cpHosts := controlPlaneHosts(kd)
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
 		cur := get(t, kd)
 		left := []string{}
