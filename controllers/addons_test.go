@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -11,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/pki"
@@ -217,5 +223,95 @@ func TestAddonVersionsInStatus(t *testing.T) {
 	plan, err := planUpgrade(kd, targetVersions(kd, &artifacts{karmada: "v1.18.1", kubernetes: "v1.35.4", etcd: "v3.6.6"}))
 	if err != nil || plan != nil {
 		t.Errorf("a lagging addon alone planned an upgrade: %+v, %v", plan, err)
+	}
+}
+
+// readyDeployment is a Deployment of the host cluster namespace cp whose
+// rollout of image completed with every replica Ready, or not.
+func readyDeployment(name, image string, ready bool) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "cp", Name: name, Generation: 1}}
+	d.Spec.Replicas = ptr.To(int32(1))
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: name, Image: image}}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1}
+	if ready {
+		d.Status.ReadyReplicas, d.Status.AvailableReplicas = 1, 1
+	}
+	return d
+}
+
+func TestObserveContainerizedAddons(t *testing.T) {
+	kd := addonDeployment(true)
+	kd.Spec.Mode, kd.Spec.Hosts = kaov1.ContainerizedMode, nil
+	img := func(repo string) string { return "registry.test/karmada/" + repo + ":v1.18.1" }
+	hc := &hostCluster{namespace: "cp", client: fake.NewClientset(
+		readyDeployment("karmada-search", img("karmada-search"), true),
+		readyDeployment("karmada-metrics-adapter", img("karmada-metrics-adapter"), false),
+		readyDeployment("karmada-descheduler", img("karmada-descheduler"), true),
+		readyDeployment("karmada-scheduler-estimator-zeta", img("karmada-scheduler-estimator"), true),
+	)}
+	api := probe.API{URL: "https://10.0.0.1:5443"}
+	tests := []struct {
+		name   string
+		probes *addonProbes
+		api    probe.API
+		want   []string // "name ready: message" of each component, in order
+	}{
+		{
+			name:   "from the Deployments, the APIService and the lease",
+			probes: &addonProbes{},
+			api:    api,
+			want: []string{
+				"karmada-search true: 1/1 replicas ready",
+				"karmada-metrics-adapter false: 0/1 replicas ready",
+				"karmada-descheduler true: 1/1 replicas ready; leader c1_x",
+				"karmada-scheduler-estimator false: 1/2 estimators ready; alpha: Deployment cp/karmada-scheduler-estimator-alpha does not exist",
+			},
+		},
+		{
+			name:   "an APIService unavailable, the lease lost",
+			probes: &addonProbes{unavailable: map[string]bool{searchAPIService: true}, lostLeases: map[string]bool{deschedulerLeaseName: true}},
+			api:    api,
+			want: []string{
+				"karmada-search false: 1/1 replicas ready; APIService v1alpha1.search.karmada.io is not Available",
+				"karmada-metrics-adapter false: 0/1 replicas ready",
+				"karmada-descheduler false: 1/1 replicas ready; lease karmada-system/karmada-descheduler: not held",
+				"karmada-scheduler-estimator false: 1/2 estimators ready; alpha: Deployment cp/karmada-scheduler-estimator-alpha does not exist",
+			},
+		},
+		{
+			name:   "no karmada-apiserver answers",
+			probes: &addonProbes{},
+			want: []string{
+				"karmada-search false: 1/1 replicas ready; its APIService cannot be read: karmada-apiserver does not answer",
+				"karmada-metrics-adapter false: 0/1 replicas ready",
+				"karmada-descheduler false: 1/1 replicas ready; its leader lease cannot be read: karmada-apiserver does not answer",
+				"karmada-scheduler-estimator false: 1/2 estimators ready; alpha: Deployment cp/karmada-scheduler-estimator-alpha does not exist",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &KarmadaDeploymentReconciler{ReadyzProber: tc.probes, KarmadaProber: tc.probes, Clock: clocktesting.NewFakePassiveClock(time.Now())}
+			got := []string{}
+			for _, c := range r.observeContainerizedAddons(context.Background(), kd, hc, tc.api) {
+				got = append(got, fmt.Sprintf("%s %t: %s", c.Name, c.Ready, c.Message))
+				if c.Version != "v1.18.1" {
+					t.Errorf("%s reports version %q, want the image's v1.18.1", c.Name, c.Version)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("components:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+
+	// Disabled addons are not listed; estimators without members are ready.
+	off := addonDeployment(false)
+	off.Spec.Addons.SchedulerEstimator.Enabled = true
+	off.Spec.Members = nil
+	r := &KarmadaDeploymentReconciler{ReadyzProber: &addonProbes{}, KarmadaProber: &addonProbes{}, Clock: clocktesting.NewFakePassiveClock(time.Now())}
+	got := r.observeContainerizedAddons(context.Background(), off, hc, api)
+	if len(got) != 1 || got[0].Name != estimatorComponentPfx || !got[0].Ready || got[0].Message != "no member clusters, no estimators" {
+		t.Errorf("only the estimators without members: %+v", got)
 	}
 }

@@ -33,6 +33,11 @@ const (
 	hostControllerManager     = "karmada-controller-manager"
 	hostScheduler             = "karmada-scheduler"
 	hostWebhook               = "karmada-webhook"
+	// The addons' Deployments and Services; each member's estimator is
+	// karmada-scheduler-estimator-<member> (estimatorComponentPfx).
+	hostSearch         = "karmada-search"
+	hostMetricsAdapter = "karmada-metrics-adapter"
+	hostDescheduler    = "karmada-descheduler"
 	// hostEtcd is the etcd StatefulSet and its headless Service, which gives
 	// every member the DNS name <hostEtcd>-<i>.<hostEtcd>.<namespace>.svc.
 	hostEtcd = "karmada-etcd"

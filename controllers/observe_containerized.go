@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,17 +77,7 @@ func (r *KarmadaDeploymentReconciler) observeContainerized(ctx context.Context, 
 	}
 	cp := make([]kaov1.ComponentStatus, 0, len(containerizedComponents))
 	for _, name := range containerizedComponents {
-		c := kaov1.ComponentStatus{Name: name}
-		d, err := hc.client.AppsV1().Deployments(hc.namespace).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			c.Message = fmt.Sprintf("Deployment %s/%s does not exist", hc.namespace, name)
-		case err != nil:
-			c.Message = truncateString(fmt.Sprintf("reading Deployment %s/%s: %v", hc.namespace, name, err), 512)
-		default:
-			c.Ready, c.Message = deploymentState(d)
-			c.Version, c.TargetVersion = rolloutVersions(kd, name, podImage(d.Spec.Template.Spec), c.Ready)
-		}
+		c := deploymentComponent(ctx, kd, hc, name)
 		switch {
 		case name == hostAPIServer && c.Ready && apiProblem != "":
 			c.Ready, c.Message = false, truncateString(c.Message+"; "+apiProblem, 512)
@@ -98,6 +90,7 @@ func (r *KarmadaDeploymentReconciler) observeContainerized(ctx context.Context, 
 		}
 		cp = append(cp, c)
 	}
+	cp = append(cp, r.observeContainerizedAddons(ctx, kd, hc, api)...)
 	r.observeMemberClusters(ctx, kd, api)
 	setControlPlaneReady(kd, cp)
 	setReadyCondition(kd)
@@ -107,6 +100,100 @@ func (r *KarmadaDeploymentReconciler) observeContainerized(ctx context.Context, 
 		ctrl.LoggerFrom(ctx).Error(err, "Exporting the admin kubeconfig")
 	}
 	return r.probeInterval()
+}
+
+// deploymentComponent is the status of the component a Deployment of the
+// host cluster runs: ready once its rollout is complete with every replica
+// Ready, at the version its image names.
+func deploymentComponent(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster, name string) kaov1.ComponentStatus {
+	c := kaov1.ComponentStatus{Name: name}
+	d, err := hc.client.AppsV1().Deployments(hc.namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		c.Message = fmt.Sprintf("Deployment %s/%s does not exist", hc.namespace, name)
+	case err != nil:
+		c.Message = truncateString(fmt.Sprintf("reading Deployment %s/%s: %v", hc.namespace, name, err), 512)
+	default:
+		c.Ready, c.Message = deploymentState(d)
+		c.Version, c.TargetVersion = rolloutVersions(kd, name, podImage(d.Spec.Template.Spec), c.Ready)
+	}
+	return c
+}
+
+// observeContainerizedAddons reports every addon spec.addons enables from
+// its Deployments in the host cluster (every replica updated and Ready),
+// and, through karmada-apiserver, what the addon must have there:
+// karmada-search's and karmada-metrics-adapter's APIService Available,
+// karmada-descheduler's renewed leader lease. The estimators of all members
+// share one entry, ready when each member's is.
+func (r *KarmadaDeploymentReconciler) observeContainerizedAddons(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster, api probe.API) []kaov1.ComponentStatus {
+	a := kd.Spec.Addons
+	out := []kaov1.ComponentStatus{}
+	workload := func(name string) kaov1.ComponentStatus { return deploymentComponent(ctx, kd, hc, name) }
+	notReady := func(c *kaov1.ComponentStatus, why string) {
+		c.Ready, c.Message = false, truncateString(c.Message+"; "+why, 512)
+	}
+
+	for _, s := range []struct {
+		name, apiService string
+		spec             *kaov1.AddonSpec
+	}{
+		{hostSearch, searchAPIService, a.Search},
+		{hostMetricsAdapter, metricsAPIService, a.MetricsAdapter},
+		{hostDescheduler, "", a.Descheduler},
+	} {
+		if !addonEnabled(s.spec) {
+			continue
+		}
+		c := workload(s.name)
+		switch {
+		case !c.Ready:
+		case api.URL == "" && s.apiService != "":
+			notReady(&c, "its APIService cannot be read: karmada-apiserver does not answer")
+		case api.URL == "":
+			notReady(&c, "its leader lease cannot be read: karmada-apiserver does not answer")
+		case s.apiService != "":
+			if ok, msg := r.karmadaProber().APIService(ctx, api, s.apiService); !ok {
+				notReady(&c, msg)
+			}
+		default:
+			lease := probe.LeaseRef{Namespace: karmadaSystemNamespace, Name: deschedulerLeaseName}
+			held := c
+			setLeaseStatus(&held, r.karmadaProber().Leases(ctx, api, []probe.LeaseRef{lease}, r.Clock.Now())[0])
+			if !held.Ready {
+				notReady(&c, held.Message)
+			} else {
+				c.Message += "; " + held.Message
+			}
+		}
+		out = append(out, c)
+	}
+
+	if addonEnabled(a.SchedulerEstimator) {
+		c := kaov1.ComponentStatus{Name: estimatorComponentPfx, Ready: true}
+		names := slices.Sorted(maps.Keys(estimatorPorts(kd.Spec.Members)))
+		problems := []string{}
+		for _, m := range names {
+			e := workload(estimatorComponentPfx + "-" + m)
+			if !e.Ready {
+				problems = append(problems, m+": "+e.Message)
+			}
+			if c.Version == "" || (e.Version != "" && olderThan(e.Version, c.Version)) {
+				c.Version, c.TargetVersion = e.Version, e.TargetVersion
+			}
+		}
+		switch {
+		case len(names) == 0:
+			c.Message = "no member clusters, no estimators"
+		case len(problems) > 0:
+			c.Ready = false
+			c.Message = truncateString(fmt.Sprintf("%d/%d estimators ready; %s", len(names)-len(problems), len(names), strings.Join(problems, "; ")), 512)
+		default:
+			c.Message = fmt.Sprintf("%d/%d estimators ready", len(names), len(names))
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // observeContainerizedEtcd reports the etcd StatefulSet as a component and

@@ -63,6 +63,14 @@ func pkiRequest(kd *kaov1.KarmadaDeployment) pki.Request {
 			pki.APIServerServer:           serviceNames(kd, hostAPIServer),
 			pki.AggregatedAPIServerServer: serviceNames(kd, hostAggregatedAPIServer),
 			pki.WebhookServer:             serviceNames(kd, hostWebhook),
+			pki.SearchServer:              serviceNames(kd, hostSearch),
+			pki.MetricsAdapterServer:      serviceNames(kd, hostMetricsAdapter),
+		}
+		// karmada-scheduler and karmada-descheduler dial each member's
+		// estimator at its Service's name, and verify it.
+		for _, m := range spec.Members {
+			req.ServerSANs[pki.EstimatorServer] = append(req.ServerSANs[pki.EstimatorServer],
+				serviceNames(kd, estimatorComponentPfx+"-"+m.Name)...)
 		}
 		if spec.Etcd.Managed != nil {
 			clientNames := append(serviceNames(kd, hostEtcdClient), hostEtcdClient)

@@ -162,6 +162,12 @@ func TestContainerizedExposureVariantsAreAccepted(t *testing.T) {
 			delete(spec(o)["apiServer"].(map[string]any), "serviceType")
 			set(o, map[string]any{"inCluster": true}, "spec", "hostCluster")
 		}},
+		{name: "every addon, with members named up to the estimators' limit", mutate: func(o map[string]any) {
+			on := map[string]any{"enabled": true}
+			set(o, map[string]any{"search": on, "metricsAdapter": on, "descheduler": on, "schedulerEstimator": on}, "spec", "addons")
+			set(o, []any{map[string]any{"name": strings.Repeat("m", 35), "syncMode": "Push",
+				"kubeconfigSecretRef": map[string]any{"name": "m", "key": "kubeconfig"}}}, "spec", "members")
+		}},
 		{name: "etcd resources and tolerations", mutate: func(o map[string]any) {
 			set(o, map[string]any{"requests": map[string]any{"cpu": "1", "memory": "2Gi"}}, "spec", "etcd", "managed", "resources")
 			set(o, []any{map[string]any{"key": "dedicated", "operator": "Exists"}}, "spec", "etcd", "managed", "tolerations")
@@ -456,12 +462,13 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			wantMessage: "kao reaches a remote host cluster's karmada-apiserver from outside that cluster",
 		},
 		{
-			name:   "containerized mode with an addon",
-			sample: containerizedSample,
+			name:   "member name too long for its estimator's Service",
+			sample: binarySample,
 			mutate: func(o map[string]any) {
-				set(o, map[string]any{"search": map[string]any{"enabled": true}}, "spec", "addons")
+				member(o, 0)["name"] = strings.Repeat("m", 36)
+				set(o, map[string]any{"enabled": true}, "spec", "addons", "schedulerEstimator")
 			},
-			wantMessage: "Karmada's addons (search, descheduler, metricsAdapter, schedulerEstimator) run only in Binary mode so far",
+			wantMessage: "with spec.addons.schedulerEstimator enabled, member names must be at most 35 characters",
 		},
 		{
 			name:   "containerized mode with ssh",

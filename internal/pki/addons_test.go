@@ -116,3 +116,39 @@ func TestSearchWithExternalEtcdHasNoEtcdClient(t *testing.T) {
 		t.Errorf("no %s with external etcd", SearchServer)
 	}
 }
+
+// In Containerized mode the addons are reached through the host cluster's
+// Services: their names go into the serving certificates, and a changed
+// list (a member that joins) re-issues only the certificate it names.
+func TestAddonServerSANs(t *testing.T) {
+	req := addonRequest()
+	req.ServerSANs = map[string][]string{
+		SearchServer:         {"karmada-search.cp.svc"},
+		MetricsAdapterServer: {"karmada-metrics-adapter.cp.svc"},
+		EstimatorServer:      {"karmada-scheduler-estimator-m1.cp.svc"},
+	}
+	b, _, _ := mustEnsure(t, nil, req, testNow)
+	for name, sans := range req.ServerSANs {
+		c := mustCert(t, b, name)
+		for _, san := range sans {
+			if err := c.VerifyHostname(san); err != nil {
+				t.Errorf("%s does not name %s: %v", name, san, err)
+			}
+		}
+	}
+
+	req.ServerSANs[EstimatorServer] = append(req.ServerSANs[EstimatorServer], "karmada-scheduler-estimator-m2.cp.svc")
+	after, _, changed := mustEnsure(t, b, req, testNow.Add(day))
+	if !slices.Equal(changed, []string{EstimatorServer}) {
+		t.Errorf("a second estimator's name changed %q, want only %s", changed, EstimatorServer)
+	}
+	if err := mustCert(t, after, EstimatorServer).VerifyHostname("karmada-scheduler-estimator-m2.cp.svc"); err != nil {
+		t.Errorf("the re-issued %s does not name the new member's Service: %v", EstimatorServer, err)
+	}
+
+	// A name for a certificate that takes none is refused.
+	req.ServerSANs[DeschedulerClient] = []string{"x.example"}
+	if _, _, _, err := Ensure(nil, req, testNow); err == nil {
+		t.Errorf("ServerSANs for %s accepted", DeschedulerClient)
+	}
+}

@@ -257,6 +257,10 @@ func catalog(r *request) []spec {
 	return specs
 }
 
+// serverSANTakers are the serving certificates Request.ServerSANs may add
+// names to.
+var serverSANTakers = []string{APIServerServer, AggregatedAPIServerServer, WebhookServer, SearchServer, MetricsAdapterServer, EstimatorServer}
+
 // addonSpecs are the certificates of the enabled addons, which run on the
 // controlPlane hosts. Their client identities follow the framework like the
 // core components' (system:karmada:<component> in system:masters).
@@ -268,7 +272,7 @@ func addonSpecs(r *request, loopback []string) []spec {
 	}
 	if r.Addons.Search {
 		specs = append(specs,
-			server(SearchServer, "karmada-search", slices.Concat(cp, loopback, svc("karmada-search"))),
+			server(SearchServer, "karmada-search", slices.Concat(cp, loopback, svc("karmada-search"), r.ServerSANs[SearchServer])),
 			client(SearchClient, CA, identityPrefix+"karmada-search", mastersGroup))
 		if !r.ExternalEtcd {
 			specs = append(specs, client(SearchEtcdClient, EtcdCA, identityPrefix+"karmada-search-etcd-client", mastersGroup))
@@ -276,7 +280,7 @@ func addonSpecs(r *request, loopback []string) []spec {
 	}
 	if r.Addons.MetricsAdapter {
 		specs = append(specs,
-			server(MetricsAdapterServer, "karmada-metrics-adapter", slices.Concat(cp, loopback, svc("karmada-metrics-adapter"))),
+			server(MetricsAdapterServer, "karmada-metrics-adapter", slices.Concat(cp, loopback, svc("karmada-metrics-adapter"), r.ServerSANs[MetricsAdapterServer])),
 			client(MetricsAdapterClient, CA, identityPrefix+"karmada-metrics-adapter", mastersGroup))
 	}
 	if r.Addons.Descheduler {
@@ -284,7 +288,7 @@ func addonSpecs(r *request, loopback []string) []spec {
 	}
 	if r.Addons.SchedulerEstimator {
 		specs = append(specs,
-			server(EstimatorServer, "karmada-scheduler-estimator", slices.Concat(cp, loopback)),
+			server(EstimatorServer, "karmada-scheduler-estimator", slices.Concat(cp, loopback, r.ServerSANs[EstimatorServer])),
 			// The estimators check only that kao's CA signed it.
 			client(EstimatorClient, CA, identityPrefix+"karmada-scheduler-estimator-client"))
 	}
@@ -396,9 +400,9 @@ func normalize(req Request) (*request, error) {
 		}
 	}
 	for name, sans := range r.ServerSANs {
-		if name != APIServerServer && name != AggregatedAPIServerServer && name != WebhookServer {
-			return nil, fmt.Errorf("%w: server SANs for %q: only %s, %s and %s take more SANs",
-				ErrInvalidRequest, name, APIServerServer, AggregatedAPIServerServer, WebhookServer)
+		if !slices.Contains(serverSANTakers, name) {
+			return nil, fmt.Errorf("%w: server SANs for %q: only %s take more SANs",
+				ErrInvalidRequest, name, strings.Join(serverSANTakers, ", "))
 		}
 		for _, s := range sans {
 			if err := checkSAN(s); err != nil {

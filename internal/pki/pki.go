@@ -71,10 +71,12 @@ type Request struct {
 	// allowed) added to karmada-apiserver's serving certificate.
 	ExtraSANs []string
 	// ServerSANs are more IP addresses or DNS names for the serving
-	// certificates of karmada-apiserver, karmada-aggregated-apiserver and
-	// karmada-webhook, keyed by certificate name (APIServerServer,
-	// AggregatedAPIServerServer, WebhookServer): in Containerized mode the
-	// names of the host cluster Services they are reached at.
+	// certificates of karmada-apiserver, karmada-aggregated-apiserver,
+	// karmada-webhook and the addons' servers, keyed by certificate name
+	// (APIServerServer, AggregatedAPIServerServer, WebhookServer,
+	// SearchServer, MetricsAdapterServer, EstimatorServer): in Containerized
+	// mode the names of the host cluster Services they are reached at. A
+	// name of an addon that is not enabled is ignored.
 	ServerSANs map[string][]string
 	// ServiceSubnet is the service IP range (one CIDR); its first IP, the
 	// address of the in-cluster "kubernetes" Service, goes into

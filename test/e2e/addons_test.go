@@ -40,21 +40,14 @@ func addonsBySpec(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, 
 
 	start := time.Now()
 	prev := before.Status.LastRun.ID
-	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
-		on := func() *kaov1.AddonSpec { return &kaov1.AddonSpec{Enabled: true} }
-		s.Addons = kaov1.AddonsSpec{Search: on(), MetricsAdapter: on(), Descheduler: on(), SchedulerEstimator: on()}
-	})
+	updateSpec(t, kd, enableAddons)
 	enabled := waitForNextRun(t, kd, prev, 10*time.Minute)
 	if last := enabled.Status.LastRun; last.Result != kaov1.RunSucceeded {
 		t.Fatalf("the run enabling the addons failed: %+v", last)
 	}
 	t.Logf("the run enabling every addon took %s", time.Since(start).Round(time.Second))
 
-	// The probes after the run see each addon.
-	for _, name := range addonComponents {
-		waitForComponent(t, kd, name, 2*time.Minute)
-	}
-	ready := waitForCondition(t, kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionTrue, kaov1.ComponentsHealthyReason, 2*time.Minute)
+	ready := waitForAddonsReady(t, kd)
 	for _, name := range addonComponents {
 		i := slices.IndexFunc(ready.Status.Components, func(c kaov1.ComponentStatus) bool { return c.Name == name })
 		if i < 0 {
@@ -108,6 +101,22 @@ func controlPlaneHosts(kd *kaov1.KarmadaDeployment) []string {
 		}
 	}
 	return out
+}
+
+// enableAddons is the spec change that enables every addon.
+func enableAddons(s *kaov1.KarmadaDeploymentSpec) {
+	on := func() *kaov1.AddonSpec { return &kaov1.AddonSpec{Enabled: true} }
+	s.Addons = kaov1.AddonsSpec{Search: on(), MetricsAdapter: on(), Descheduler: on(), SchedulerEstimator: on()}
+}
+
+// waitForAddonsReady waits until the probes after a run list every addon
+// and ControlPlaneReady holds with them, and returns the deployment then.
+func waitForAddonsReady(t testing.TB, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
+	t.Helper()
+	for _, name := range addonComponents {
+		waitForComponent(t, kd, name, 2*time.Minute)
+	}
+	return waitForCondition(t, kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionTrue, kaov1.ComponentsHealthyReason, 2*time.Minute)
 }
 
 // disableAddons is the spec change that disables every addon.

@@ -104,7 +104,8 @@ func containerizedDeployment(ns, name, kubeconfigSecret string) *kaov1.KarmadaDe
 // the operator onto a host cluster (a real kube-apiserver and
 // kube-controller-manager with kwok's simulated nodes), and checks what it
 // applied there against golden files, the status it reports, an idempotent
-// re-run, a spec change that rolls a Deployment, and deletion.
+// re-run, a spec change that rolls a Deployment, a member with every addon
+// enabled then disabled (containerizedAddons), and deletion.
 //
 // The pods are simulated by kwok; the test's kubelet (test/hostcluster)
 // runs the real programs of every pod of the control plane on this
@@ -117,12 +118,14 @@ func TestContainerizedInstall(t *testing.T) {
 	ctx := context.Background()
 	hc := hostcluster.Start(t, hostcluster.Options{Nodes: 3, StorageClass: containerizedClass, Volumes: 3})
 	t.Logf("host cluster up in %s", time.Since(start).Round(time.Second))
+	images := containerizedImages(t)
+	maps.Copy(images, containerizedAddonImages(t))
 	kubelet := hc.RunPods(t, hostcluster.RunOptions{
 		Namespace: containerizedNamespace,
 		Registry:  containerizedRegistry,
-		Components: []string{"karmada-etcd", "karmada-apiserver", "karmada-aggregated-apiserver", "kube-controller-manager",
-			"karmada-controller-manager", "karmada-scheduler", "karmada-webhook"},
-		Images: containerizedImages(t),
+		Components: append([]string{"karmada-etcd", "karmada-apiserver", "karmada-aggregated-apiserver", "kube-controller-manager",
+			"karmada-controller-manager", "karmada-scheduler", "karmada-webhook"}, containerizedAddonWorkloads...),
+		Images: images,
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -243,6 +246,11 @@ func TestContainerizedInstall(t *testing.T) {
 	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 2*time.Minute)
 
 	t.Logf("the flag change and its rollout took %s", time.Since(phase).Round(time.Second))
+
+	// A member joins and every addon is enabled, then disabled again.
+	phase = time.Now()
+	containerizedAddons(t, hc, kubelet, kd, kubectl)
+	t.Logf("the addons step took %s", time.Since(phase).Round(time.Second))
 
 	// No private key kao issued, and no credential of the host cluster's
 	// kubeconfig, appears where kao writes: status, Events, the operator's

@@ -193,6 +193,30 @@ func (k *Kubelet) Logs(lines int) string {
 	return b.String()
 }
 
+// PodLogs returns the whole output of the programs of a component's pods
+// (app.kubernetes.io/name) that the kubelet serves now, one after the other.
+func (k *Kubelet) PodLogs(component string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	dirs := []string{}
+	for _, p := range k.pods {
+		if p.pod.Labels["app.kubernetes.io/name"] == component {
+			dirs = append(dirs, p.dir)
+		}
+	}
+	sort.Strings(dirs)
+	var b strings.Builder
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, "log"))
+		if err != nil {
+			fmt.Fprintf(&b, "--- %s: (%v)\n", filepath.Base(dir), err)
+			continue
+		}
+		fmt.Fprintf(&b, "--- %s:\n%s\n", filepath.Base(dir), data)
+	}
+	return b.String()
+}
+
 // HostsFile is the file every program of the kubelet sees as /etc/hosts:
 // the cluster DNS names of the namespace's Services and StatefulSet pods. It
 // is rewritten in place, so a bind mount of it follows the changes: a test
