@@ -240,6 +240,10 @@ func readyDeployment(name, image string, ready bool) *appsv1.Deployment {
 }
 
 func TestObserveContainerizedAddons(t *testing.T) {
+	b, _, _, err := pki.Ensure(nil, pki.Request{Addons: pki.Addons{SchedulerEstimator: true}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	kd := addonDeployment(true)
 	kd.Spec.Mode, kd.Spec.Hosts = kaov1.ContainerizedMode, nil
 	img := func(repo string) string { return "registry.test/karmada/" + repo + ":v1.18.1" }
@@ -293,7 +297,7 @@ func TestObserveContainerizedAddons(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &KarmadaDeploymentReconciler{ReadyzProber: tc.probes, KarmadaProber: tc.probes, Clock: clocktesting.NewFakePassiveClock(time.Now())}
 			got := []string{}
-			for _, c := range r.observeContainerizedAddons(context.Background(), kd, hc, tc.api) {
+			for _, c := range r.observeContainerizedAddons(context.Background(), kd, hc, b, tc.api) {
 				got = append(got, fmt.Sprintf("%s %t: %s", c.Name, c.Ready, c.Message))
 				if c.Version != "v1.18.1" {
 					t.Errorf("%s reports version %q, want the image's v1.18.1", c.Name, c.Version)
@@ -305,12 +309,27 @@ func TestObserveContainerizedAddons(t *testing.T) {
 		})
 	}
 
+	// With the operator in the host cluster, each ready estimator must also
+	// answer a mutual-TLS handshake at its Service's name.
+	inCluster := *hc
+	inCluster.inCluster = true
+	p := &addonProbes{down: map[string]bool{"karmada-scheduler-estimator-zeta.karmada-system.svc.cluster.local:10352": true}}
+	r := &KarmadaDeploymentReconciler{ReadyzProber: p, KarmadaProber: p, Clock: clocktesting.NewFakePassiveClock(time.Now())}
+	est := r.observeContainerizedAddons(context.Background(), kd, &inCluster, b, api)[3]
+	if want := map[string]string{"zeta": "karmada-scheduler-estimator-zeta.karmada-system.svc.cluster.local:10352"}; !maps.Equal(p.handshakes, want) {
+		t.Errorf("estimators dialled at %v, want %v", p.handshakes, want)
+	}
+	if est.Ready || !strings.Contains(est.Message, "0/2 estimators ready") ||
+		!strings.Contains(est.Message, "zeta: karmada-scheduler-estimator-zeta.karmada-system.svc.cluster.local:10352: connection refused") {
+		t.Errorf("estimators with a failed handshake: %+v", est)
+	}
+
 	// Disabled addons are not listed; estimators without members are ready.
 	off := addonDeployment(false)
 	off.Spec.Addons.SchedulerEstimator.Enabled = true
 	off.Spec.Members = nil
-	r := &KarmadaDeploymentReconciler{ReadyzProber: &addonProbes{}, KarmadaProber: &addonProbes{}, Clock: clocktesting.NewFakePassiveClock(time.Now())}
-	got := r.observeContainerizedAddons(context.Background(), off, hc, api)
+	r = &KarmadaDeploymentReconciler{ReadyzProber: &addonProbes{}, KarmadaProber: &addonProbes{}, Clock: clocktesting.NewFakePassiveClock(time.Now())}
+	got := r.observeContainerizedAddons(context.Background(), off, hc, b, api)
 	if len(got) != 1 || got[0].Name != estimatorComponentPfx || !got[0].Ready || got[0].Message != "no member clusters, no estimators" {
 		t.Errorf("only the estimators without members: %+v", got)
 	}

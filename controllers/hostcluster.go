@@ -38,6 +38,9 @@ const (
 	hostSearch         = "karmada-search"
 	hostMetricsAdapter = "karmada-metrics-adapter"
 	hostDescheduler    = "karmada-descheduler"
+	// hostEstimatorPort is the port of every estimator's Service
+	// (karmada_workloads_estimator_port), which karmada-scheduler dials.
+	hostEstimatorPort = 10352
 	// hostEtcd is the etcd StatefulSet and its headless Service, which gives
 	// every member the DNS name <hostEtcd>-<i>.<hostEtcd>.<namespace>.svc.
 	hostEtcd = "karmada-etcd"

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/probe"
 )
 
@@ -90,7 +93,7 @@ func (r *KarmadaDeploymentReconciler) observeContainerized(ctx context.Context, 
 		}
 		cp = append(cp, c)
 	}
-	cp = append(cp, r.observeContainerizedAddons(ctx, kd, hc, api)...)
+	cp = append(cp, r.observeContainerizedAddons(ctx, kd, hc, bundle, api)...)
 	r.observeMemberClusters(ctx, kd, api)
 	setControlPlaneReady(kd, cp)
 	setReadyCondition(kd)
@@ -125,8 +128,11 @@ func deploymentComponent(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *h
 // and, through karmada-apiserver, what the addon must have there:
 // karmada-search's and karmada-metrics-adapter's APIService Available,
 // karmada-descheduler's renewed leader lease. The estimators of all members
-// share one entry, ready when each member's is.
-func (r *KarmadaDeploymentReconciler) observeContainerizedAddons(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster, api probe.API) []kaov1.ComponentStatus {
+// share one entry, ready when each member's is; with the operator inside the
+// host cluster, each must also complete a mutual-TLS handshake at its
+// Service's name, as karmada-scheduler dials it.
+func (r *KarmadaDeploymentReconciler) observeContainerizedAddons(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster,
+	bundle pki.Bundle, api probe.API) []kaov1.ComponentStatus {
 	a := kd.Spec.Addons
 	out := []kaov1.ComponentStatus{}
 	workload := func(name string) kaov1.ComponentStatus { return deploymentComponent(ctx, kd, hc, name) }
@@ -173,13 +179,29 @@ func (r *KarmadaDeploymentReconciler) observeContainerizedAddons(ctx context.Con
 		c := kaov1.ComponentStatus{Name: estimatorComponentPfx, Ready: true}
 		names := slices.Sorted(maps.Keys(estimatorPorts(kd.Spec.Members)))
 		problems := []string{}
+		dial := map[string]string{}
 		for _, m := range names {
 			e := workload(estimatorComponentPfx + "-" + m)
-			if !e.Ready {
+			switch {
+			case !e.Ready:
 				problems = append(problems, m+": "+e.Message)
+			case hc.inCluster:
+				dial[m] = net.JoinHostPort(serviceNames(kd, e.Name)[1], strconv.Itoa(hostEstimatorPort))
 			}
 			if c.Version == "" || (e.Version != "" && olderThan(e.Version, c.Version)) {
 				c.Version, c.TargetVersion = e.Version, e.TargetVersion
+			}
+		}
+		if len(dial) > 0 {
+			cfg, err := clientTLS(bundle, pki.CertFile(pki.CA), pki.EstimatorClient)
+			if err != nil {
+				problems = append(problems, err.Error())
+			} else {
+				for _, e := range r.karmadaProber().Handshake(ctx, dial, cfg) {
+					if !e.Ready {
+						problems = append(problems, e.Host+": "+e.URL+": "+e.Message)
+					}
+				}
 			}
 		}
 		switch {
@@ -187,7 +209,8 @@ func (r *KarmadaDeploymentReconciler) observeContainerizedAddons(ctx context.Con
 			c.Message = "no member clusters, no estimators"
 		case len(problems) > 0:
 			c.Ready = false
-			c.Message = truncateString(fmt.Sprintf("%d/%d estimators ready; %s", len(names)-len(problems), len(names), strings.Join(problems, "; ")), 512)
+			c.Message = truncateString(fmt.Sprintf("%d/%d estimators ready; %s", len(names)-min(len(problems), len(names)), len(names),
+				strings.Join(problems, "; ")), 512)
 		default:
 			c.Message = fmt.Sprintf("%d/%d estimators ready", len(names), len(names))
 		}

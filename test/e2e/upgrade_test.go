@@ -226,6 +226,7 @@ func TestBinaryUpgrade(t *testing.T) {
 	}
 	if failures := p.stop(t); len(failures) > 0 {
 		printRunLogsAround(t, kd, failures, stopped.Status.LastRun.LogConfigMapName, done.Status.LastRun.LogConfigMapName)
+		printAggregatorJournal(t, dc, nodes[0].Name, failures)
 	}
 
 	// 4. Going back is refused, and nothing runs.
@@ -434,7 +435,13 @@ func startUpgradeProber(t *testing.T, kd *kaov1.KarmadaDeployment, nodes []hosts
 		for i := 0; ctx.Err() == nil; i++ {
 			_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 			fail("GET /readyz", err)
-			_, err = cs.Discovery().RESTClient().Get().AbsPath("/apis/cluster.karmada.io/v1alpha1/clusters").DoRaw(ctx)
+			body, err := cs.Discovery().RESTClient().Get().AbsPath("/apis/cluster.karmada.io/v1alpha1/clusters").DoRaw(ctx)
+			if err != nil {
+				// The body says which part of karmada-apiserver's
+				// aggregator answered: "service unavailable" (no endpoint,
+				// or the APIService not Available) or the proxy's error.
+				err = fmt.Errorf("%w; body %q", err, truncate(string(body), 300))
+			}
 			fail("list clusters (karmada-aggregated-apiserver)", err)
 			pp := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
@@ -501,6 +508,25 @@ func (p *upgradeProber) stop(t *testing.T) []string {
 // printRunLogsAround logs the lines of the runs' logs (ConfigMap names)
 // stamped within three seconds of each failure (which starts with its time
 // of day, 15:04:05.000), to show what the run was doing then.
+// printAggregatorJournal logs what the endpoint host's karmada-apiserver
+// said about the aggregated APIs from 20 s before the first failure to 20 s
+// after the last: its aggregator logs the endpoints it could not resolve
+// and the proxy errors.
+func printAggregatorJournal(t *testing.T, dc *hosts.Cluster, host string, failures []string) {
+	t.Helper()
+	first, last := strings.Fields(failures[0])[0], strings.Fields(failures[len(failures)-1])[0]
+	from, err1 := time.Parse("15:04:05.000", first)
+	to, err2 := time.Parse("15:04:05.000", last)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	script := fmt.Sprintf("journalctl -u karmada-apiserver --no-pager -o short-precise --since %s --until %s | "+
+		"grep -iE 'aggregat|resolv|proxy|endpoint|cluster.karmada.io|unavailable' | tail -60",
+		from.Add(-20*time.Second).Format("15:04:05"), to.Add(20*time.Second).Format("15:04:05"))
+	out, err := dc.Run(context.Background(), host, script)
+	t.Logf("%s's karmada-apiserver journal around the failures (%v):\n%s", host, err, out)
+}
+
 func printRunLogsAround(t *testing.T, kd *kaov1.KarmadaDeployment, failures []string, logs ...string) {
 	t.Helper()
 	var at []time.Duration
