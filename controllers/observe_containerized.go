@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net"
 	"regexp"
 	"slices"
@@ -135,7 +134,6 @@ func (r *KarmadaDeploymentReconciler) observeContainerizedAddons(ctx context.Con
 	bundle pki.Bundle, api probe.API) []kaov1.ComponentStatus {
 	a := kd.Spec.Addons
 	out := []kaov1.ComponentStatus{}
-	workload := func(name string) kaov1.ComponentStatus { return deploymentComponent(ctx, kd, hc, name) }
 	notReady := func(c *kaov1.ComponentStatus, why string) {
 		c.Ready, c.Message = false, truncateString(c.Message+"; "+why, 512)
 	}
@@ -151,7 +149,7 @@ func (r *KarmadaDeploymentReconciler) observeContainerizedAddons(ctx context.Con
 		if !addonEnabled(s.spec) {
 			continue
 		}
-		c := workload(s.name)
+		c := deploymentComponent(ctx, kd, hc, s.name)
 		switch {
 		case !c.Ready:
 		case api.URL == "" && s.apiService != "":
@@ -177,11 +175,15 @@ func (r *KarmadaDeploymentReconciler) observeContainerizedAddons(ctx context.Con
 
 	if addonEnabled(a.SchedulerEstimator) {
 		c := kaov1.ComponentStatus{Name: estimatorComponentPfx, Ready: true}
-		names := slices.Sorted(maps.Keys(estimatorPorts(kd.Spec.Members)))
+		names := []string{}
+		for _, m := range kd.Spec.Members {
+			names = append(names, m.Name)
+		}
+		slices.Sort(names)
 		problems := []string{}
 		dial := map[string]string{}
 		for _, m := range names {
-			e := workload(estimatorComponentPfx + "-" + m)
+			e := deploymentComponent(ctx, kd, hc, estimatorComponentPfx+"-"+m)
 			switch {
 			case !e.Ready:
 				problems = append(problems, m+": "+e.Message)

@@ -179,34 +179,33 @@ func (k *Kubelet) Errors() []string {
 // Logs returns the end of the log of every program the kubelet ran, for a
 // failing test.
 func (k *Kubelet) Logs(lines int) string {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	names := []string{}
-	for _, p := range k.pods {
-		names = append(names, p.dir)
-	}
-	sort.Strings(names)
 	var b strings.Builder
-	for _, dir := range names {
+	for _, dir := range k.podDirs(func(*localPod) bool { return true }) {
 		fmt.Fprintf(&b, "--- %s:\n%s\n", filepath.Base(dir), tail(filepath.Join(dir, "log"), lines))
 	}
 	return b.String()
 }
 
-// PodLogs returns the whole output of the programs of a component's pods
-// (app.kubernetes.io/name) that the kubelet serves now, one after the other.
-func (k *Kubelet) PodLogs(component string) string {
+// podDirs are the sorted directories of the pods the kubelet serves now
+// that match.
+func (k *Kubelet) podDirs(match func(*localPod) bool) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	dirs := []string{}
 	for _, p := range k.pods {
-		if p.pod.Labels["app.kubernetes.io/name"] == component {
+		if match(p) {
 			dirs = append(dirs, p.dir)
 		}
 	}
 	sort.Strings(dirs)
+	return dirs
+}
+
+// PodLogs returns the whole output of the programs of a component's pods
+// (app.kubernetes.io/name) that the kubelet serves now, one after the other.
+func (k *Kubelet) PodLogs(component string) string {
 	var b strings.Builder
-	for _, dir := range dirs {
+	for _, dir := range k.podDirs(func(p *localPod) bool { return p.pod.Labels["app.kubernetes.io/name"] == component }) {
 		data, err := os.ReadFile(filepath.Join(dir, "log"))
 		if err != nil {
 			fmt.Fprintf(&b, "--- %s: (%v)\n", filepath.Base(dir), err)
