@@ -29,15 +29,14 @@ func (r *KarmadaDeploymentReconciler) reconcileDelete(ctx context.Context, s *sc
 		return ctrl.Result{}, nil
 	}
 	setCondition(kd, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.DeletingReason, "the control plane is being removed")
-	key := client.ObjectKeyFromObject(kd)
-	if run := r.runs.get(key); run != nil {
+	if run := r.runs.get(kd); run != nil {
 		if run.playbook != uninstallPlaybook {
 			ctrl.LoggerFrom(ctx).Info("Cancelling the run in progress: the deployment is being deleted", "run", run.id)
 			run.cancel()
 		}
 		return ctrl.Result{}, nil // the run's end reconciles again
 	}
-	if r.cacheIsBehind(key, kd) {
+	if r.cacheIsBehind(kd) {
 		return ctrl.Result{RequeueAfter: staleCacheRequeueAfter}, nil
 	}
 	if holder, err := r.restoreHolding(ctx, kd); err != nil {
@@ -77,8 +76,17 @@ func (r *KarmadaDeploymentReconciler) reconcileDelete(ctx context.Context, s *sc
 	if err := r.patchStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	// The run directories and fact cache go with the object: a deployment
+	// created later under the same name starts with nothing of this one.
+	if err := removeDeploymentState(r.StateDir, kd.UID); err != nil {
+		return ctrl.Result{}, fmt.Errorf("removing the deployment's run directories and fact cache: %w", err)
+	}
 	controllerutil.RemoveFinalizer(kd, FinalizerName)
-	return ctrl.Result{}, r.Client.Update(ctx, kd)
+	if err := r.Client.Update(ctx, kd); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.runs.forget(kd)
+	return ctrl.Result{}, nil
 }
 
 // restoreHolding names the EtcdRestore that holds the deployment

@@ -96,7 +96,7 @@ func SetupEtcdRestoreController(mgr ctrl.Manager, o Options) error {
 // snapshot.
 func (r *EtcdRestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	var err error
-	if r.runs, err = startRuns(mgr, &r.Run, &r.Clock, &r.RunTimeout); err != nil {
+	if r.runs, err = startRuns(mgr, &r.Run, &r.Clock, &r.RunTimeout, r.sweep); err != nil {
 		return err
 	}
 	if err := indexField(mgr, &kaov1.EtcdRestore{}, restoreDeploymentIndex,
@@ -205,7 +205,7 @@ func (r *EtcdRestoreReconciler) patchStatus(ctx context.Context, s *restoreScope
 
 func (r *EtcdRestoreReconciler) reconcileNormal(ctx context.Context, s *restoreScope) (ctrl.Result, error) {
 	er := s.er
-	if r.runs.get(client.ObjectKeyFromObject(er)) != nil {
+	if r.runs.get(er) != nil {
 		return ctrl.Result{}, nil // the run's end reconciles again
 	}
 	if r.runs.stopping() {
@@ -263,7 +263,7 @@ func (r *EtcdRestoreReconciler) reconcileNormal(ctx context.Context, s *restoreS
 	snapshot := er.DeepCopy()
 	kdSnapshot := kd.DeepCopy()
 	run := &activeRun{id: runID, playbook: etcdRestorePlaybook, generation: er.Generation}
-	if err := r.runs.start(client.ObjectKeyFromObject(er), run, func(runCtx context.Context) {
+	if err := r.runs.start(er, run, func(runCtx context.Context) {
 		r.executeRun(runCtx, snapshot, kdSnapshot, spec, now)
 	}); err != nil {
 		return ctrl.Result{RequeueAfter: staleCacheRequeueAfter}, nil
@@ -455,7 +455,7 @@ func (r *EtcdRestoreReconciler) reconcileDelete(ctx context.Context, s *restoreS
 	if !controllerutil.ContainsFinalizer(er, FinalizerName) {
 		return nil
 	}
-	if r.runs.get(client.ObjectKeyFromObject(er)) != nil {
+	if r.runs.get(er) != nil {
 		return nil // the run's end reconciles again
 	}
 	if er.Status.Phase == kaov1.RestoreRunning {

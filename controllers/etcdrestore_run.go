@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/runner"
@@ -54,11 +53,10 @@ func (r *EtcdRestoreReconciler) buildRun(ctx context.Context, er *kaov1.EtcdRest
 // shutdown leaves the restore Running and the deployment held: the next
 // operator process runs the playbook again.
 func (r *EtcdRestoreReconciler) executeRun(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment, spec runner.Spec, start time.Time) {
-	key := client.ObjectKeyFromObject(er)
 	log := ctrl.Log.WithName("restore").WithValues("EtcdRestore", klog.KObj(er), "run", spec.ID)
 
 	status := r.statusWriter()
-	res := runWithProgress(ctx, r.Run, r.Clock, spec, start, status.reportProgress(ctx, key, spec, start, r.Clock, log))
+	res := runWithProgress(ctx, r.Run, r.Clock, spec, start, status.reportProgress(ctx, er, spec, start, r.Clock, log))
 	log.Info("Restore run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown): record the end regardless.
@@ -76,7 +74,7 @@ func (r *EtcdRestoreReconciler) executeRun(ctx context.Context, er *kaov1.EtcdRe
 	}
 	now := r.Clock.Now()
 	msg := restoreResultMessage(er, kd, res)
-	err := status.update(finalCtx, key, func(cur *kaov1.EtcdRestore) {
+	err := status.update(finalCtx, er, func(cur *kaov1.EtcdRestore) {
 		cur.Status.Progress = nil
 		cur.Status.LastRun = runStatus(res, er.Generation, logName)
 		switch res.Outcome {
@@ -99,7 +97,7 @@ func (r *EtcdRestoreReconciler) executeRun(ctx context.Context, er *kaov1.EtcdRe
 	default:
 		r.Recorder.Eventf(er, kd, corev1.EventTypeWarning, restoreFailedEvent, "Restore", "%s", truncateString(msg, 1000))
 	}
-	r.runs.end(key, er)
+	r.runs.end(er)
 }
 
 // restoreResultMessage says how the restore's run ended and what the hosts

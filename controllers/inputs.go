@@ -217,7 +217,7 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 		SSHPrivateKey: in.sshKey,
 		KnownHosts:    in.knownHosts,
 		RolesPath:     r.RolesPath,
-		FactCacheDir:  filepath.Join(r.StateDir, "facts", string(kd.UID)),
+		FactCacheDir:  factsDir(r.StateDir, kd.UID),
 		MaxForks:      r.MaxForks,
 		Timeout:       r.RunTimeout,
 		Redact:        in.secretValues(),

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -72,11 +70,6 @@ type KarmadaDeploymentReconciler struct {
 	Options
 
 	runs *runTracker
-
-	// lastFinished remembers, per deployment, the last run this process
-	// finished, to tell a stale cache from an interrupted run.
-	mu           sync.Mutex
-	lastFinished map[types.NamespacedName]string
 }
 
 // +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments,verbs=get;list;watch;update;patch
@@ -88,10 +81,9 @@ type KarmadaDeploymentReconciler struct {
 // SetupWithManager registers the reconciler and its run tracker.
 func (r *KarmadaDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	var err error
-	if r.runs, err = startRuns(mgr, &r.Run, &r.Clock, &r.RunTimeout); err != nil {
+	if r.runs, err = startRuns(mgr, &r.Run, &r.Clock, &r.RunTimeout, r.sweep); err != nil {
 		return err
 	}
-	r.lastFinished = map[types.NamespacedName]string{}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kaov1.KarmadaDeployment{}, builder.WithPredicates(specOrLifecycleChanged())).
 		WatchesRawSource(source.Channel(r.runs.finished, &handler.EnqueueRequestForObject{})).
@@ -117,9 +109,7 @@ func (r *KarmadaDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	kd := &kaov1.KarmadaDeployment{}
 	if err := r.Client.Get(ctx, req.NamespacedName, kd); err != nil {
 		if apierrors.IsNotFound(err) {
-			if run := r.runs.get(req.NamespacedName); run != nil {
-				run.cancel() // the object is gone: nobody will read the result
-			}
+			r.runs.objectGone(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -160,7 +150,7 @@ type scope struct {
 // patchStatus writes the status changes of this reconcile, if any.
 func (r *KarmadaDeploymentReconciler) patchStatus(ctx context.Context, s *scope) error {
 	kd := s.kd
-	kd.Status.Phase = phaseFor(kd, r.runs.get(client.ObjectKeyFromObject(kd)) != nil || kd.Status.Progress != nil)
+	kd.Status.Phase = phaseFor(kd, r.runs.get(kd) != nil || kd.Status.Progress != nil)
 	if last := kd.Status.LastRun; last != nil && last.Result == kaov1.RunSucceeded && last.Generation == kd.Generation {
 		kd.Status.ObservedGeneration = kd.Generation
 	}
@@ -176,12 +166,11 @@ func (r *KarmadaDeploymentReconciler) patchStatus(ctx context.Context, s *scope)
 
 func (r *KarmadaDeploymentReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	kd := s.kd
-	key := client.ObjectKeyFromObject(kd)
-	if r.runs.get(key) != nil {
+	if r.runs.get(kd) != nil {
 		// The run's end reconciles again; a spec change waits for it (see the type's doc).
 		return ctrl.Result{}, nil
 	}
-	if r.cacheIsBehind(key, kd) {
+	if r.cacheIsBehind(kd) {
 		return ctrl.Result{RequeueAfter: staleCacheRequeueAfter}, nil
 	}
 	now := r.Clock.Now()
@@ -234,10 +223,8 @@ const staleCacheRequeueAfter = time.Second
 // cacheIsBehind tells whether the cached object predates the status the last
 // run of this process wrote, so an ended run is not mistaken for an
 // interrupted one, nor run twice.
-func (r *KarmadaDeploymentReconciler) cacheIsBehind(key types.NamespacedName, kd *kaov1.KarmadaDeployment) bool {
-	r.mu.Lock()
-	id := r.lastFinished[key]
-	r.mu.Unlock()
+func (r *KarmadaDeploymentReconciler) cacheIsBehind(kd *kaov1.KarmadaDeployment) bool {
+	id := r.runs.lastEnded(kd)
 	if id == "" {
 		return false
 	}
@@ -265,7 +252,6 @@ func (r *KarmadaDeploymentReconciler) recordInterruptedRun(ctx context.Context, 
 // failed attempt with a condition and an Event, and retried with backoff.
 func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, playbook string) (ctrl.Result, error) {
 	kd := s.kd
-	key := client.ObjectKeyFromObject(kd)
 	now := r.Clock.Now()
 	runID := newRunID(now)
 	dir := filepath.Join(runsDir(r.StateDir, kd.UID), runID)
@@ -328,7 +314,7 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 	}
 	run := &activeRun{id: runID, playbook: playbook, generation: kd.Generation}
 	snapshot := kd.DeepCopy()
-	if err := r.runs.start(key, run, func(runCtx context.Context) {
+	if err := r.runs.start(kd, run, func(runCtx context.Context) {
 		r.executeRun(runCtx, snapshot, spec, now, extras)
 	}); err != nil {
 		return ctrl.Result{RequeueAfter: staleCacheRequeueAfter}, nil
@@ -387,7 +373,6 @@ func (r *KarmadaDeploymentReconciler) recordRunNotStarted(ctx context.Context, k
 // executeRun runs the playbook, keeps status.progress current at most every
 // progressInterval, then records the result, its log and an Event.
 func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment, spec runner.Spec, start time.Time, extras runExtras) {
-	key := client.ObjectKeyFromObject(kd)
 	log := ctrl.Log.WithName("run").WithValues("KarmadaDeployment", klog.KObj(kd), "run", spec.ID)
 	playbook := filepath.Base(spec.Playbook)
 
@@ -396,7 +381,7 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	if playbook == upgradePlaybook {
 		run = r.withUpgradeBackup(kd, r.Run, &backupFailed)
 	}
-	res := runWithProgress(ctx, run, r.Clock, spec, start, status.reportProgress(ctx, key, spec, start, r.Clock, log))
+	res := runWithProgress(ctx, run, r.Clock, spec, start, status.reportProgress(ctx, kd, spec, start, r.Clock, log))
 	log.Info("Run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
@@ -419,7 +404,7 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 		kubeconfigRef = exported.Status.KubeconfigSecretRef
 	}
 	now := r.Clock.Now()
-	err := status.update(finalCtx, key, func(cur *kaov1.KarmadaDeployment) {
+	err := status.update(finalCtx, kd, func(cur *kaov1.KarmadaDeployment) {
 		cur.Status.Progress = nil
 		cur.Status.LastRun = runStatus(res, kd.Generation, logName)
 		setRunResultCondition(cur, res)
@@ -448,9 +433,6 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	if err != nil {
 		log.Error(err, "Recording the run's result")
 	}
-	r.mu.Lock()
-	r.lastFinished[key] = spec.ID
-	r.mu.Unlock()
 	switch res.Outcome {
 	case runner.Succeeded:
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookSucceeded", "Run", "Run %s of %s succeeded", spec.ID, playbook)
@@ -459,7 +441,7 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	default:
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "PlaybookFailed", "Run", "Run %s of %s failed: %s", spec.ID, playbook, res.Message)
 	}
-	r.runs.end(key, kd)
+	r.runs.end(kd)
 }
 
 // statusWriter writes deployments' status.

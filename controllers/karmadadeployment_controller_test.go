@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -361,6 +362,75 @@ func TestNoSecretLeaksIntoStatusEventsLogsOrRunDirectories(t *testing.T) {
 	for where, text := range places {
 		if strings.Contains(text, secret) {
 			t.Errorf("the member's token leaked into %s", where)
+		}
+	}
+}
+
+// waitGone waits until a deployment is released after its deletion.
+func waitGone(t *testing.T, kd *kaov1.KarmadaDeployment, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := &kaov1.KarmadaDeployment{}
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kd), cur)
+		if apierrors.IsNotFound(err) || err == nil && cur.UID != kd.UID {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deployment %s was not released within %s: %v %+v", kd.Name, timeout, err, cur.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestRecreatedDeploymentIsANewObject deletes an installed deployment and
+// creates it again under the same name at once, twice: each new object
+// installs, is deleted and is released like the first. Nothing the operator
+// remembered of the old object (its last run, its run directories and fact
+// cache, its certificates) is taken for the new one's.
+func TestRecreatedDeploymentIsANewObject(t *testing.T) {
+	ns := newNamespace(t)
+	op := startOperator(t, ns, "")
+	ctx := context.Background()
+	var oldCA []byte
+	var spec *kaov1.KarmadaDeploymentSpec
+	for round := range 3 {
+		var kd *kaov1.KarmadaDeployment
+		if round == 0 {
+			kd = newDeployment(t, ns, "again", false, "ok-a")
+		} else {
+			kd = &kaov1.KarmadaDeployment{ObjectMeta: metav1.ObjectMeta{Name: "again", Namespace: ns}, Spec: *spec.DeepCopy()}
+			if err := k8s.Create(ctx, kd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		installed := waitFor(t, kd, 60*time.Second, fmt.Sprintf("round %d: a successful install", round), lastRunIs(kaov1.RunSucceeded))
+		if installed.Status.LastRun.Playbook != installPlaybook {
+			t.Fatalf("round %d: the first run of the new object ran %s", round, installed.Status.LastRun.Playbook)
+		}
+		pkiSecret := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "again-pki"}, pkiSecret); err != nil {
+			t.Fatal(err)
+		}
+		if uid := pkiSecret.Labels[DeploymentUIDLabel]; uid != string(installed.UID) {
+			t.Errorf("round %d: the PKI Secret is labelled %s, not the new object's UID %s", round, uid, installed.UID)
+		}
+		if refs := pkiSecret.OwnerReferences; len(refs) != 1 || refs[0].UID != installed.UID {
+			t.Errorf("round %d: the PKI Secret's owners are %+v, want the new object alone", round, refs)
+		}
+		if bytes.Equal(pkiSecret.Data["ca.crt"], oldCA) {
+			t.Errorf("round %d: the new object took over the deleted one's CA", round)
+		}
+		oldCA = pkiSecret.Data["ca.crt"]
+		spec = installed.Spec.DeepCopy()
+		if err := k8s.Delete(ctx, installed); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, installed, 60*time.Second)
+		for _, dir := range []string{runsDir(op.stateDir, installed.UID), factsDir(op.stateDir, installed.UID)} {
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("round %d: %s is left after the deployment was released (%v)", round, dir, err)
+			}
 		}
 	}
 }

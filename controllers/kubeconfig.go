@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -41,11 +43,11 @@ func (r *KarmadaDeploymentReconciler) exportKubeconfig(ctx context.Context, kd *
 	switch {
 	case apierrors.IsNotFound(err):
 		secret = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{DeploymentUIDLabel: string(kd.UID)}},
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{KubeconfigKey: data},
 		}
-		if err := controllerutil.SetControllerReference(kd, secret, r.Client.Scheme()); err != nil {
+		if err := claimSecret(secret, kd, r.Client.Scheme()); err != nil {
 			return err
 		}
 		if err := r.Client.Create(ctx, secret); err != nil {
@@ -53,12 +55,43 @@ func (r *KarmadaDeploymentReconciler) exportKubeconfig(ctx context.Context, kd *
 		}
 	case err != nil:
 		return fmt.Errorf("reading Secret %s: %w", key, err)
-	case !bytes.Equal(secret.Data[KubeconfigKey], data):
+	case !bytes.Equal(secret.Data[KubeconfigKey], data) || ownedByAnother(secret, kd):
 		secret.Data = map[string][]byte{KubeconfigKey: data}
+		if err := claimSecret(secret, kd, r.Client.Scheme()); err != nil {
+			return err
+		}
 		if err := r.Client.Update(ctx, secret); err != nil {
 			return fmt.Errorf("updating Secret %s: %w", key, err)
 		}
 	}
 	kd.Status.KubeconfigSecretRef = &kaov1.SecretKeyReference{Name: key.Name, Key: KubeconfigKey}
 	return nil
+}
+
+// ownedByAnother tells whether a Secret kao keeps for a deployment was made
+// for another KarmadaDeployment: one of the same name that was deleted,
+// whose Secrets the garbage collector has not removed yet. A Secret without
+// kao's label is one a user made for the deployment to adopt.
+func ownedByAnother(secret *corev1.Secret, kd *kaov1.KarmadaDeployment) bool {
+	uid := secret.Labels[DeploymentUIDLabel]
+	return uid != "" && uid != string(kd.UID)
+}
+
+// claimSecret labels a Secret with the deployment's UID and makes the
+// deployment its controller, in place of any other KarmadaDeployment (a
+// deleted one of the same name), so the garbage collector keeps it for as
+// long as this deployment lives.
+func claimSecret(secret *corev1.Secret, kd *kaov1.KarmadaDeployment, scheme *runtime.Scheme) error {
+	if secret.Labels == nil {
+		secret.Labels = map[string]string{}
+	}
+	secret.Labels[DeploymentUIDLabel] = string(kd.UID)
+	refs := secret.OwnerReferences[:0]
+	for _, ref := range secret.OwnerReferences {
+		if ref.Kind != "KarmadaDeployment" || !strings.HasPrefix(ref.APIVersion, kaov1.GroupVersion.Group+"/") || ref.UID == kd.UID {
+			refs = append(refs, ref)
+		}
+	}
+	secret.OwnerReferences = refs
+	return controllerutil.SetControllerReference(kd, secret, scheme)
 }

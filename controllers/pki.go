@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/pki"
@@ -140,6 +139,9 @@ func (r *KarmadaDeploymentReconciler) readPKI(ctx context.Context, kd *kaov1.Kar
 	if err := r.APIReader.Get(ctx, key, secret); err != nil {
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
+	if ownedByAnother(secret, kd) {
+		return nil, fmt.Errorf("Secret %s belongs to a deleted KarmadaDeployment of the same name", key)
+	}
 	return pki.Bundle(secret.Data), nil
 }
 
@@ -156,8 +158,14 @@ func (r *KarmadaDeploymentReconciler) ensurePKI(ctx context.Context, kd *kaov1.K
 			return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 		}
 		exists = false
-		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
-			Labels: map[string]string{DeploymentUIDLabel: string(kd.UID)}}}
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
+	}
+	stale := ownedByAnother(secret, kd)
+	if stale {
+		// A deployment of the same name that was deleted left it (the
+		// garbage collector has not removed it yet): its certificates are
+		// not this deployment's, which starts with a PKI of its own.
+		secret.Data = nil
 	}
 	rotation := pendingRotation(kd)
 	hadCerts := len(secret.Data) > 0
@@ -171,10 +179,10 @@ func (r *KarmadaDeploymentReconciler) ensurePKI(ctx context.Context, kd *kaov1.K
 	if err != nil {
 		return nil, &inputError{fmt.Sprintf("issuing certificates from Secret %s: %v", key, err)}
 	}
-	if len(changed) > 0 || !exists {
+	if len(changed) > 0 || !exists || stale {
 		secret.Type = corev1.SecretTypeOpaque
 		secret.Data = bundle
-		if err := controllerutil.SetControllerReference(kd, secret, r.Client.Scheme()); err != nil {
+		if err := claimSecret(secret, kd, r.Client.Scheme()); err != nil {
 			return nil, fmt.Errorf("owning Secret %s: %w", key, err)
 		}
 		if exists {

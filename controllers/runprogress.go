@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,15 +74,20 @@ type statusWriter[T client.Object] struct {
 	progress func(T) **kaov1.RunProgress
 }
 
-// update applies mutate to the latest version of an object, read without
-// the cache, and writes its status. It retries on conflicts with other
-// writers and writes nothing when mutate changed nothing; an object that is
-// gone is not an error.
-func (w statusWriter[T]) update(ctx context.Context, key types.NamespacedName, mutate func(T)) error {
+// update applies mutate to the latest version of obj, read without the
+// cache, and writes its status. It retries on conflicts with other writers
+// and writes nothing when mutate changed nothing. An object that is gone is
+// not an error, and neither is a new object that took its name (another
+// UID): that one is not written.
+func (w statusWriter[T]) update(ctx context.Context, obj client.Object, mutate func(T)) error {
+	key := client.ObjectKeyFromObject(obj)
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur := w.newObject()
 		if err := w.reader.Get(ctx, key, cur); err != nil {
 			return client.IgnoreNotFound(err)
+		}
+		if cur.GetUID() != obj.GetUID() {
+			return nil
 		}
 		before := cur.DeepCopyObject()
 		mutate(cur)
@@ -94,13 +98,13 @@ func (w statusWriter[T]) update(ctx context.Context, key types.NamespacedName, m
 	})
 }
 
-// reportProgress is runWithProgress's report for the run spec of the object
-// key: it writes status.progress while the status still shows that run.
-func (w statusWriter[T]) reportProgress(ctx context.Context, key types.NamespacedName, spec runner.Spec, start time.Time,
+// reportProgress is runWithProgress's report for the run spec of obj: it
+// writes status.progress while the status still shows that run.
+func (w statusWriter[T]) reportProgress(ctx context.Context, obj client.Object, spec runner.Spec, start time.Time,
 	clk clock.PassiveClock, log logr.Logger) func(runner.Progress) {
 	playbook := filepath.Base(spec.Playbook)
 	return func(p runner.Progress) {
-		err := w.update(ctx, key, func(cur T) {
+		err := w.update(ctx, obj, func(cur T) {
 			if progress := w.progress(cur); *progress != nil && (*progress).RunID == spec.ID {
 				*progress = progressStatus(spec.ID, playbook, start, p, clk.Now())
 			}

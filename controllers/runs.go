@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,33 +21,54 @@ import (
 	"github.com/kao-io/kao/internal/runner"
 )
 
-// activeRun is a playbook run in progress for one deployment.
+// activeRun is a playbook run in progress for one object (a deployment or
+// an EtcdRestore).
 type activeRun struct {
 	id         string
 	playbook   string
 	generation int64
-	cancel     context.CancelFunc
-	done       chan struct{}
+	// key is the object's namespace and name, to cancel the run when the
+	// object is gone.
+	key    types.NamespacedName
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
-// runTracker holds the runs in progress, at most one per deployment, and
-// owns their lifetime: it is a manager Runnable, so runs stop with the
-// manager. A run started by a previous operator process is not here; the
-// reconciler finds it as status.progress without an active run.
+// endedRun is the last run this process ended for one object.
+type endedRun struct {
+	key types.NamespacedName
+	id  string
+}
+
+// runTracker holds the runs in progress, at most one per object, and owns
+// their lifetime: it is a manager Runnable, so runs stop with the manager. A
+// run started by a previous operator process is not here; the reconciler
+// finds it as status.progress without an active run.
+//
+// Everything it remembers is keyed by the object's UID, never by its name:
+// an object deleted and created again under the same name is a new object
+// with no run and no history in this process.
 type runTracker struct {
 	mu   sync.Mutex
 	ctx  context.Context
-	runs map[types.NamespacedName]*activeRun
-	wg   sync.WaitGroup
+	runs map[types.UID]*activeRun
+	// ended remembers the last run this process ended per object, to tell a
+	// cache that has not seen the run's recorded end from a run another
+	// process left unfinished. forget drops it when the object goes.
+	ended map[types.UID]endedRun
+	wg    sync.WaitGroup
+	// sweep runs before the tracker accepts runs; nil when there is none.
+	sweep *stateSweep
 
-	// finished receives a deployment's key when its run ends, so it is
-	// reconciled again at once.
+	// finished receives an object when its run ends, so it is reconciled
+	// again at once.
 	finished chan event.GenericEvent
 }
 
 func newRunTracker() *runTracker {
 	return &runTracker{
-		runs:     map[types.NamespacedName]*activeRun{},
+		runs:     map[types.UID]*activeRun{},
+		ended:    map[types.UID]endedRun{},
 		finished: make(chan event.GenericEvent, 1024),
 	}
 }
@@ -56,6 +76,7 @@ func newRunTracker() *runTracker {
 // Start implements manager.Runnable: it records the context runs derive from
 // and, on shutdown, cancels every run and waits for them to record their end.
 func (t *runTracker) Start(ctx context.Context) error {
+	t.sweep.wait(ctx)
 	t.mu.Lock()
 	t.ctx = ctx
 	t.mu.Unlock()
@@ -78,11 +99,18 @@ func (t *runTracker) Start(ctx context.Context) error {
 // leader runs playbooks.
 func (t *runTracker) NeedLeaderElection() bool { return true }
 
-// get returns the run in progress for a deployment, or nil.
-func (t *runTracker) get(key types.NamespacedName) *activeRun {
+// get returns the run in progress for an object, or nil.
+func (t *runTracker) get(obj client.Object) *activeRun {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.runs[key]
+	return t.runs[obj.GetUID()]
+}
+
+// lastEnded is the ID of the last run this process ended for an object, or "".
+func (t *runTracker) lastEnded(obj client.Object) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ended[obj.GetUID()].id
 }
 
 // stopping tells whether the manager is shutting down: a run started now
@@ -93,9 +121,9 @@ func (t *runTracker) stopping() bool {
 	return t.ctx != nil && t.ctx.Err() != nil
 }
 
-// start registers a new run and calls fn in its own goroutine with the run's
-// context. It refuses a second run for the same deployment.
-func (t *runTracker) start(key types.NamespacedName, run *activeRun, fn func(ctx context.Context)) error {
+// start registers a new run for obj and calls fn in its own goroutine with
+// the run's context. It refuses a second run for the same object.
+func (t *runTracker) start(obj client.Object, run *activeRun, fn func(ctx context.Context)) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ctx == nil {
@@ -104,13 +132,15 @@ func (t *runTracker) start(key types.NamespacedName, run *activeRun, fn func(ctx
 	if t.ctx.Err() != nil {
 		return errors.New("the operator is shutting down")
 	}
-	if _, busy := t.runs[key]; busy {
-		return fmt.Errorf("a run is already in progress for %s", key)
+	uid := obj.GetUID()
+	if _, busy := t.runs[uid]; busy {
+		return fmt.Errorf("a run is already in progress for %s", client.ObjectKeyFromObject(obj))
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
+	run.key = client.ObjectKeyFromObject(obj)
 	run.cancel = cancel
 	run.done = make(chan struct{})
-	t.runs[key] = run
+	t.runs[uid] = run
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -121,11 +151,15 @@ func (t *runTracker) start(key types.NamespacedName, run *activeRun, fn func(ctx
 	return nil
 }
 
-// end forgets a finished run and asks for its object (a deployment, or an
-// EtcdRestore) to be reconciled.
-func (t *runTracker) end(key types.NamespacedName, obj client.Object) {
+// end forgets a finished run, remembers its ID as the object's last ended
+// run, and asks for the object to be reconciled.
+func (t *runTracker) end(obj client.Object) {
 	t.mu.Lock()
-	delete(t.runs, key)
+	uid := obj.GetUID()
+	if run, ok := t.runs[uid]; ok {
+		t.ended[uid] = endedRun{key: run.key, id: run.id}
+		delete(t.runs, uid)
+	}
 	t.mu.Unlock()
 	select {
 	case t.finished <- event.GenericEvent{Object: obj}:
@@ -133,10 +167,36 @@ func (t *runTracker) end(key types.NamespacedName, obj client.Object) {
 	}
 }
 
+// forget drops what the tracker remembers of an object that is leaving.
+func (t *runTracker) forget(obj client.Object) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.ended, obj.GetUID())
+}
+
+// objectGone cancels the runs of the object that had this namespace and
+// name, which no longer exists (nobody will read their result), and drops
+// what the tracker remembers of it.
+func (t *runTracker) objectGone(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.runs {
+		if r.key == key {
+			r.cancel()
+		}
+	}
+	for uid, e := range t.ended {
+		if e.key == key {
+			delete(t.ended, uid)
+		}
+	}
+}
+
 // startRuns fills the run settings that a reconciler running playbooks
 // leaves unset (the runner, the clock, the run timeout) and registers a new
-// run tracker with the manager.
-func startRuns(mgr ctrl.Manager, run *PlaybookRunner, clk *clock.PassiveClock, timeout *time.Duration) (*runTracker, error) {
+// run tracker with the manager, which accepts runs once sweep (if any) has
+// cleaned the state directory.
+func startRuns(mgr ctrl.Manager, run *PlaybookRunner, clk *clock.PassiveClock, timeout *time.Duration, sweep *stateSweep) (*runTracker, error) {
 	if *run == nil {
 		*run = runner.Run
 	}
@@ -147,6 +207,7 @@ func startRuns(mgr ctrl.Manager, run *PlaybookRunner, clk *clock.PassiveClock, t
 		*timeout = defaultRunTimeout
 	}
 	t := newRunTracker()
+	t.sweep = sweep
 	return t, mgr.Add(t)
 }
 
@@ -157,14 +218,32 @@ func newRunID(now time.Time) string {
 	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
 }
 
-// runsDir is where a deployment's run directories live. It uses the UID's
-// first block, not the name: SSH control sockets inside must stay short.
+// runsDir is where a deployment's run directories live: one directory per
+// object UID, so a deployment created again under a deleted one's name
+// never meets the old one's runs.
 func runsDir(stateDir string, uid types.UID) string {
-	short := string(uid)
-	if i := strings.IndexByte(short, '-'); i > 0 {
-		short = short[:i]
+	return filepath.Join(stateDir, runsDirName, string(uid))
+}
+
+// factsDir is where a deployment's Ansible fact cache lives, per UID.
+func factsDir(stateDir string, uid types.UID) string {
+	return filepath.Join(stateDir, factsDirName, string(uid))
+}
+
+// State directory entries that belong to one deployment, named by its UID.
+const (
+	runsDirName  = "runs"
+	factsDirName = "facts"
+)
+
+// removeDeploymentState removes what the state directory holds of one
+// deployment: its run directories and its fact cache. Backups are kept:
+// snapshots outlive the objects they were taken of.
+func removeDeploymentState(stateDir string, uid types.UID) error {
+	if stateDir == "" || uid == "" {
+		return nil
 	}
-	return filepath.Join(stateDir, "runs", short)
+	return errors.Join(os.RemoveAll(runsDir(stateDir, uid)), os.RemoveAll(factsDir(stateDir, uid)))
 }
 
 // pruneRunDirs keeps the newest keep run directories of a deployment.

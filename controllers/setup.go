@@ -35,11 +35,19 @@ type Options struct {
 	// operator's rights, so whoever may write a KarmadaDeployment or the
 	// ConfigMap gets them: off unless the operator's administrator allows it.
 	ConfigMapUserRoles bool
+
+	// sweep cleans the state directory before the first run; SetupAll
+	// makes it, and the run trackers wait for it.
+	sweep *stateSweep
 }
 
 // SetupAll registers the KarmadaDeployment, EtcdBackup and EtcdRestore
 // controllers with a manager.
 func SetupAll(mgr ctrl.Manager, o Options) error {
+	o.sweep = newStateSweep(o.StateDir, mgr.GetClient())
+	if err := mgr.Add(o.sweep); err != nil {
+		return fmt.Errorf("setting up the state directory sweep: %w", err)
+	}
 	kd := &KarmadaDeploymentReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),

@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
@@ -495,9 +494,7 @@ func (r *KarmadaDeploymentReconciler) withUpgradeBackup(kd *kaov1.KarmadaDeploym
 			return &runner.Result{ID: spec.ID, Playbook: filepath.Base(spec.Playbook), Outcome: runner.Failed, Message: msg,
 				ExitCode: -1, StartTime: start, EndTime: r.Clock.Now()}, nil
 		}
-		key := types.NamespacedName{Namespace: kd.Namespace, Name: kd.Name}
-
-		if err := r.statusWriter().update(ctx, key, func(cur *kaov1.KarmadaDeployment) {
+		if err := r.statusWriter().update(ctx, kd, func(cur *kaov1.KarmadaDeployment) {
 			if cur.Status.Upgrade != nil && cur.Status.Upgrade.RunID == spec.ID {
 				cur.Status.Upgrade.Backup = snap
 			}

@@ -405,8 +405,7 @@ func (h *harness) checkNoRun(t *testing.T, u *unstructured.Unstructured, prevRun
 	if _, found, _ := unstructured.NestedMap(u.Object, "status", "progress"); found {
 		t.Errorf("status.progress is set: a run started")
 	}
-	short, _, _ := strings.Cut(string(u.GetUID()), "-")
-	dir := filepath.Join(h.stateDir, "runs", short)
+	dir := filepath.Join(h.stateDir, "runs", string(u.GetUID()))
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		t.Errorf("the state directory holds run directories for this deployment: %s", dir)
 	}
