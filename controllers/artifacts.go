@@ -76,10 +76,13 @@ func (r *KarmadaDeploymentReconciler) fetchArtifacts(ctx context.Context, kd *ka
 	if rawURL == "" {
 		return r.localArtifacts(kd)
 	}
+	if err := r.Policy.checkURL(rawURL, kd.Spec.Artifacts.SHA256Sums); err != nil {
+		return nil, err
+	}
 	if r.StateDir == "" {
 		return nil, &inputError{"spec.artifacts.url needs the operator's --state-dir to mirror the bundle into"}
 	}
-	m, err := bundle.New(rawURL, filepath.Join(r.StateDir, artifactsCacheDir), bundle.Options{})
+	m, err := bundle.New(rawURL, filepath.Join(r.StateDir, artifactsCacheDir), bundle.Options{SumsSHA256: kd.Spec.Artifacts.SHA256Sums})
 	if err != nil {
 		return nil, &inputError{fmt.Sprintf("spec.artifacts.url: %v", err)} // never quotes the URL's credentials
 	}
@@ -108,6 +111,9 @@ func (r *KarmadaDeploymentReconciler) fetchArtifacts(ctx context.Context, kd *ka
 		if errors.As(err, &bad) {
 			return nil, bad
 		}
+		if errors.Is(err, bundle.ErrPinMismatch) {
+			return nil, &inputError{fmt.Sprintf("mirroring %s: its SHA256SUMS does not have the sha256 spec.artifacts.sha256sums pins: kao mirrored nothing from it", src)}
+		}
 		return nil, &inputError{fmt.Sprintf("mirroring %s: %v", src, err)}
 	}
 	if res.Downloaded > 0 {
@@ -125,6 +131,9 @@ func (r *KarmadaDeploymentReconciler) observedArtifacts(kd *kaov1.KarmadaDeploym
 	if rawURL == "" {
 		return r.localArtifacts(kd)
 	}
+	if err := r.Policy.checkURL(rawURL, kd.Spec.Artifacts.SHA256Sums); err != nil {
+		return nil, err
+	}
 	if r.StateDir == "" {
 		return nil, &inputError{"spec.artifacts.url needs the operator's --state-dir to mirror the bundle into"}
 	}
@@ -141,6 +150,8 @@ func (r *KarmadaDeploymentReconciler) localArtifacts(kd *kaov1.KarmadaDeployment
 	src := bundleSource{where: kd.Spec.Artifacts.LocalPath, field: "spec.artifacts.localPath"}
 	if src.where == "" {
 		src = bundleSource{where: r.ArtifactsDir, field: "the operator's --artifacts-dir"}
+	} else if err := r.Policy.checkLocalPath(src.where, r.ArtifactsDir); err != nil {
+		return nil, err
 	}
 	if src.where == "" {
 		return nil, &inputError{"no artifacts bundle: set spec.artifacts.localPath or spec.artifacts.url, or start the operator with --artifacts-dir"}

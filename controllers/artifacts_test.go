@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -90,7 +91,7 @@ func TestResolveArtifacts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bundle := tt.bundle(t)
-			r := &KarmadaDeploymentReconciler{Options: Options{ArtifactsDir: bundle}}
+			r := &KarmadaDeploymentReconciler{Options: Options{ArtifactsDir: bundle, Policy: testPolicy}}
 			kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
 				Mode: kaov1.BinaryMode, Version: "v1.18.1", Etcd: kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
 			}}
@@ -118,6 +119,22 @@ func TestResolveArtifacts(t *testing.T) {
 // SHA256SUMS and manifest.json, and serves it under /kao/ the way
 // `python3 -m http.server` would. It returns the bundle URL and a counter of
 // the requests.
+// servedSumsSHA256 is the sha256 of the SHA256SUMS a bundle URL serves.
+func servedSumsSHA256(t *testing.T, bundleURL string) string {
+	t.Helper()
+	resp, err := http.Get(bundleURL + "/SHA256SUMS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
 func serveBundle(t *testing.T, manifest string, files map[string]string) (string, *atomic.Int32) {
 	t.Helper()
 	root := t.TempDir()
@@ -168,6 +185,10 @@ func TestResolveArtifactsFromURL(t *testing.T) {
 		url func(served string) string
 		// version is spec.version.
 		version string
+		// pin is spec.artifacts.sha256sums; the served SHA256SUMS's when empty.
+		pin string
+		// unpin leaves spec.artifacts.sha256sums empty.
+		unpin bool
 		// wantErr are parts of the inputError a user sees; none for success.
 		wantErr []string
 	}{
@@ -189,12 +210,32 @@ func TestResolveArtifactsFromURL(t *testing.T) {
 			wantErr: []string{"mirroring the artifacts bundle http://127.0.0.1:", "(spec.artifacts.url): fetching http://127.0.0.1:", "/nothing-here/manifest.json: HTTP 404 Not Found"},
 		},
 		{
-			name: "credentials in a URL that fails stay out of the message",
+			name: "credentials over plain http are refused and stay out of the message",
 			url: func(served string) string {
 				return strings.Replace(served, "http://", "http://ops:hunter2@", 1) + "-moved"
 			},
 			version: "v1.18.1",
-			wantErr: []string{"/kao-moved/manifest.json: HTTP 404 Not Found"},
+			wantErr: []string{"sends credentials over plain http"},
+		},
+		{
+			name:    "a URL no prefix of the administrator allows",
+			url:     func(served string) string { return strings.Replace(served, "127.0.0.1", "localhost", 1) },
+			version: "v1.18.1",
+			wantErr: []string{"starts with none of the prefixes the operator's administrator allows (--allowed-artifact-urls)"},
+		},
+		{
+			name:    "plain http without a pinned SHA256SUMS",
+			url:     func(served string) string { return served },
+			unpin:   true,
+			version: "v1.18.1",
+			wantErr: []string{"needs spec.artifacts.sha256sums"},
+		},
+		{
+			name:    "a served SHA256SUMS that is not the pinned one",
+			url:     func(served string) string { return served },
+			pin:     strings.Repeat("0", 64),
+			version: "v1.18.1",
+			wantErr: []string{"its SHA256SUMS does not have the sha256 spec.artifacts.sha256sums pins"},
 		},
 		{
 			name:    "nothing listening",
@@ -206,10 +247,16 @@ func TestResolveArtifactsFromURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			served, requests := serveBundle(t, manifest, files)
-			r := &KarmadaDeploymentReconciler{Options: Options{StateDir: t.TempDir()}}
+			pin := tt.pin
+			if pin == "" && !tt.unpin {
+				pin = servedSumsSHA256(t, served)
+				requests.Store(0)
+			}
+			policy := Policy{ArtifactURLs: []string{strings.TrimSuffix(served, "/kao"), "http://127.0.0.1:1"}}
+			r := &KarmadaDeploymentReconciler{Options: Options{StateDir: t.TempDir(), Policy: policy}}
 			kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
 				Mode: kaov1.BinaryMode, Version: tt.version, Etcd: kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
-				Artifacts: kaov1.ArtifactsSpec{URL: tt.url(served)},
+				Artifacts: kaov1.ArtifactsSpec{URL: tt.url(served), SHA256Sums: pin},
 			}}
 			if _, err := r.observedArtifacts(kd); err == nil || requests.Load() != 0 {
 				t.Fatalf("before any mirror: observedArtifacts returned %v after %d requests; want an error and none", err, requests.Load())

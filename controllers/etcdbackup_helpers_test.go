@@ -345,8 +345,12 @@ func backupCondition(eb *kaov1.EtcdBackup, t string) metav1.Condition {
 }
 
 // startBackupOperator starts a manager with only the EtcdBackup controller.
+// The operator's own bundle (--artifacts-dir) gives etcdutl unless o names one.
 func startBackupOperator(t *testing.T, ns string, o Options) {
 	t.Helper()
+	if o.ArtifactsDir == "" {
+		o.ArtifactsDir = backupBundle(t, true)
+	}
 	env.StartManager(t, scheme, ns, func(mgr ctrl.Manager) error { return SetupEtcdBackupController(mgr, o) })
 }
 

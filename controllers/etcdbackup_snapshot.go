@@ -133,46 +133,39 @@ func snapshotCandidates(h probe.EtcdHealth) ([]probe.EtcdMember, error) {
 	return out, nil
 }
 
-// etcdutlFor finds etcdutl in the deployment's bundle (spec.artifacts), then
-// in the operator's default bundle: etcd/<version>/bin/etcdutl, where the
-// version is spec.etcd.managed.version or the bundle's default etcd.
-func (r *EtcdBackupReconciler) etcdutlFor(kd *kaov1.KarmadaDeployment, version string) (string, error) {
-	type place struct{ dir, what string }
-	places := []place{}
-	switch a := kd.Spec.Artifacts; {
-	case a.LocalPath != "":
-		places = append(places, place{a.LocalPath, "spec.artifacts.localPath " + a.LocalPath})
-	case a.URL != "" && r.StateDir != "":
-		if dir, err := bundle.CacheDir(filepath.Join(r.StateDir, artifactsCacheDir), a.URL); err == nil {
-			places = append(places, place{dir, "the mirror of spec.artifacts.url in " + dir})
-		}
+// etcdutlFor finds the etcdutl that checks snapshots: the operator's own,
+// in its --artifacts-dir bundle (etcd/<version>/bin/etcdutl), for the
+// deployment's etcd version when the bundle has it and for the bundle's
+// default etcd otherwise (etcdutl reads the snapshots of every etcd v3).
+//
+// Never from spec.artifacts: a tenant chooses that bundle, and the operator
+// runs only programs an administrator installed (its image, its
+// --artifacts-dir). A tenant's bundle provides files for the tenant's hosts.
+func (r *EtcdBackupReconciler) etcdutlFor(_ *kaov1.KarmadaDeployment, version string) (string, error) {
+	if r.ArtifactsDir == "" {
+		return "", &inputError{"the operator has no --artifacts-dir bundle to take etcdutl from, which checks every snapshot: its administrator must set one"}
 	}
-	if r.ArtifactsDir != "" {
-		places = append(places, place{r.ArtifactsDir, "the operator's --artifacts-dir " + r.ArtifactsDir})
+	versions := []string{}
+	if version != "" {
+		versions = append(versions, version)
 	}
-	if len(places) == 0 {
-		return "", &inputError{"no artifacts bundle to take etcdutl from: set spec.artifacts.localPath of the KarmadaDeployment or start the operator with --artifacts-dir"}
+	data, err := os.ReadFile(filepath.Join(r.ArtifactsDir, bundle.ManifestFile))
+	m := bundle.Manifest{}
+	if err == nil && json.Unmarshal(data, &m) == nil && bundleVersion.MatchString(m.Etcd) && m.Etcd != version {
+		versions = append(versions, m.Etcd)
 	}
-	tried := []string{}
-	for _, p := range places {
-		v := version
-		if v == "" {
-			data, err := os.ReadFile(filepath.Join(p.dir, bundle.ManifestFile))
-			m := bundle.Manifest{}
-			if err != nil || json.Unmarshal(data, &m) != nil || !bundleVersion.MatchString(m.Etcd) {
-				tried = append(tried, p.what+" (no readable manifest.json naming an etcd version)")
-				continue
-			}
-			v = m.Etcd
-		}
-		bin := filepath.Join(p.dir, "etcd", v, "bin", "etcdutl")
+	for _, v := range versions {
+		bin := filepath.Join(r.ArtifactsDir, "etcd", v, "bin", "etcdutl")
 		if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
 			return bin, nil
 		}
-		tried = append(tried, fmt.Sprintf("%s (no etcd/%s/bin/etcdutl)", p.what, v))
 	}
-	return "", &inputError{"etcdutl, which checks every snapshot, is not in " + strings.Join(tried, " nor in ") +
-		": build a bundle with etcd (`make artifacts`)"}
+	looked := "its manifest.json names no etcd version"
+	if len(versions) > 0 {
+		looked = "no etcd/" + strings.Join(versions, "/bin/etcdutl nor etcd/") + "/bin/etcdutl"
+	}
+	return "", &inputError{fmt.Sprintf("etcdutl, which checks every snapshot, is not in the operator's --artifacts-dir %s (%s): its administrator must give it a bundle with etcd (`make artifacts`)",
+		r.ArtifactsDir, looked)}
 }
 
 // localBackupDir is where a backup's Local snapshots and every temporary

@@ -72,7 +72,7 @@ func TestEtcdBackupToSSHHost(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(eb.CreationTimestamp.Time)
 	recorder := events.NewFakeRecorder(100)
 	stateDir := testenv.StateDir(t)
-	r := &EtcdBackupReconciler{Client: k8s, APIReader: k8s, Recorder: recorder, Clock: clock, Options: Options{StateDir: stateDir}}
+	r := &EtcdBackupReconciler{Client: k8s, APIReader: k8s, Recorder: recorder, Clock: clock, Options: Options{StateDir: stateDir, ArtifactsDir: backupBundle(t, true)}}
 	reconcile := func(eb *kaov1.EtcdBackup) *kaov1.EtcdBackup {
 		t.Helper()
 		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(eb)}); err != nil {

@@ -127,7 +127,7 @@ func TestEtcdBackupScheduleKeepsRetention(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(eb.CreationTimestamp.Time)
 	recorder := events.NewFakeRecorder(100)
 	stateDir := testenv.StateDir(t)
-	r := &EtcdBackupReconciler{Client: k8s, APIReader: k8s, Recorder: recorder, Clock: clock, Options: Options{StateDir: stateDir}}
+	r := &EtcdBackupReconciler{Client: k8s, APIReader: k8s, Recorder: recorder, Clock: clock, Options: Options{StateDir: stateDir, ArtifactsDir: backupBundle(t, true)}}
 	reconcile := func() (ctrl.Result, *kaov1.EtcdBackup) {
 		t.Helper()
 		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(eb)})
@@ -307,11 +307,6 @@ func TestEtcdBackupFailuresNameTheirCause(t *testing.T) {
 			want:       []string{"etcd-client-nokey", "tls.key"},
 		},
 		{
-			name:       "no-etcdutl",
-			deployment: external("no-etcdutl", "etcd-client", backupBundle(t, false)),
-			want:       []string{"etcdutl", "spec.artifacts.localPath", "etcd/" + testEtcdVersion + "/bin/etcdutl"},
-		},
-		{
 			name:       "ssh-key-secret-missing",
 			deployment: external("ssh-key", "etcd-client", good),
 			dest: &kaov1.BackupDestination{Type: kaov1.SSHDestination, SSH: &kaov1.SSHBackupDestination{
@@ -443,4 +438,32 @@ func freeTCPPort(t *testing.T) int {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestEtcdutlComesOnlyFromTheOperatorsBundle: the program that checks
+// snapshots is the operator's own. A tenant's bundle (spec.artifacts) with
+// an etcdutl in it is never run, even when the operator's bundle lacks one.
+func TestEtcdutlComesOnlyFromTheOperatorsBundle(t *testing.T) {
+	tenant := backupBundle(t, true)
+	kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{Artifacts: kaov1.ArtifactsSpec{LocalPath: tenant}}}
+	own := backupBundle(t, true)
+	r := &EtcdBackupReconciler{Options: Options{ArtifactsDir: own}}
+	bin, err := r.etcdutlFor(kd, testEtcdVersion)
+	if err != nil || bin != filepath.Join(own, "etcd", testEtcdVersion, "bin", "etcdutl") {
+		t.Errorf("etcdutl from %q (%v), want the operator's bundle %s", bin, err, own)
+	}
+	// A version the operator's bundle lacks: its default etcd reads it.
+	if bin, err := r.etcdutlFor(kd, "v3.5.21"); err != nil || !strings.HasPrefix(bin, own) {
+		t.Errorf("etcdutl for another version from %q (%v), want the operator's default", bin, err)
+	}
+	for _, o := range []Options{{ArtifactsDir: backupBundle(t, false)}, {}} {
+		r := &EtcdBackupReconciler{Options: o}
+		bin, err := r.etcdutlFor(kd, testEtcdVersion)
+		if err == nil || strings.HasPrefix(bin, tenant) {
+			t.Fatalf("etcdutl %q taken without the operator's bundle having one", bin)
+		}
+		if !strings.Contains(err.Error(), "--artifacts-dir") || strings.Contains(err.Error(), tenant) {
+			t.Errorf("the error does not say the operator's bundle lacks etcdutl: %v", err)
+		}
+	}
 }

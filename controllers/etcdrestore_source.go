@@ -66,17 +66,17 @@ func (r *EtcdRestoreReconciler) verifiedSnapshot(ctx context.Context, er *kaov1.
 	sum, size, err := etcdsnapshot.FileSHA256(local)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return nil, "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s does not exist", local)}
+			return nil, "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s does not exist", snap.Location)}
 		}
-		return nil, "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("reading the snapshot file %s: %v", local, err)}
+		return nil, "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s cannot be read", snap.Location)}
 	}
 	if sum != snap.SHA256 {
 		if fetched {
 			_ = os.Remove(local) // a damaged copy is fetched anew next time
 		}
 		return nil, "", &refusal{kaov1.ChecksumMismatchReason, fmt.Sprintf(
-			"the snapshot %s has sha256 %s, not the expected %s (%s): kao refuses to restore it and stopped nothing",
-			snap.Location, sum, snap.SHA256, checksumSource(er))}
+			"the snapshot %s does not match the expected sha256 %s (%s): kao refuses to restore it and stopped nothing",
+			snap.Location, snap.SHA256, checksumSource(er))}
 	}
 	var version string
 	if m := kd.Spec.Etcd.Managed; m != nil {
@@ -146,7 +146,7 @@ func pickSnapshot(eb *kaov1.EtcdBackup, name string) (*kaov1.Snapshot, error) {
 // fetched says so.
 func (r *EtcdRestoreReconciler) localSnapshot(ctx context.Context, er *kaov1.EtcdRestore, eb *kaov1.EtcdBackup, snap *kaov1.Snapshot) (local string, fetched bool, err error) {
 	if strings.HasPrefix(snap.Location, "/") {
-		local, err = r.onStateVolume(snap.Location)
+		local, err = r.onStateVolume(er, snap.Location)
 		return local, false, err
 	}
 	if eb == nil || eb.Spec.Destination.Type != kaov1.SSHDestination {
@@ -181,24 +181,35 @@ func (r *EtcdRestoreReconciler) localSnapshot(ctx context.Context, er *kaov1.Etc
 	return local, true, nil
 }
 
-// onStateVolume resolves a snapshot path and refuses one outside the
-// operator's state directory: an EtcdRestore must not make kao ship any
-// other file of its own to the hosts.
-func (r *EtcdRestoreReconciler) onStateVolume(p string) (string, error) {
-	root, err := filepath.EvalSymlinks(r.StateDir)
+// onStateVolume resolves the path of a snapshot on the operator's state
+// volume. Only the snapshots of the restore's own namespace can be
+// restored: <state>/backups/<namespace>/, where that namespace's
+// EtcdBackups and pre-upgrade snapshots are kept. Any other path, whether
+// or not a file is there, gets one and the same refusal, so a restore tells
+// nothing about other namespaces' files.
+func (r *EtcdRestoreReconciler) onStateVolume(er *kaov1.EtcdRestore, p string) (string, error) {
+	refuse := &refusal{kaov1.InvalidSpecReason, fmt.Sprintf(
+		"the snapshot %s is not one of namespace %s's backups: kao restores only snapshots under %s",
+		p, er.Namespace, filepath.Join(r.StateDir, backupsDir, er.Namespace)+string(filepath.Separator))}
+	clean := filepath.Clean(p)
+	under := func(path, state string) bool {
+		return strings.HasPrefix(path, filepath.Join(state, backupsDir, er.Namespace)+string(filepath.Separator))
+	}
+	realState, err := filepath.EvalSymlinks(r.StateDir)
 	if err != nil {
 		return "", fmt.Errorf("resolving the state directory: %w", err)
 	}
-	real, err := filepath.EvalSymlinks(filepath.Clean(p))
-	if err != nil {
-		if os.IsNotExist(err) {
-			return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s does not exist", p)}
-		}
-		return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("reading the snapshot file %s: %v", p, err)}
+	if !under(clean, filepath.Clean(r.StateDir)) && !under(clean, realState) {
+		return "", refuse
 	}
-	if !strings.HasPrefix(real, root+string(filepath.Separator)) {
-		return "", &refusal{kaov1.InvalidSpecReason, fmt.Sprintf(
-			"the snapshot file %s is outside the operator's state directory %s: kao restores only snapshots on its state volume", p, r.StateDir)}
+	real, err := filepath.EvalSymlinks(clean)
+	switch {
+	case os.IsNotExist(err):
+		return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s does not exist", p)}
+	case err != nil:
+		return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s cannot be read", p)}
+	case !under(real, realState):
+		return "", refuse
 	}
 	if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() {
 		return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot %s is not a regular file", p)}

@@ -111,8 +111,8 @@ func TestEtcdRestoreRefusesASnapshotThatFailsItsChecksum(t *testing.T) {
 	kd := restoreDeployment(t, ns, "kd", restoreBundle(t), false)
 	startRestoreOperator(t, ns, Options{StateDir: stateDir, PlaybookDir: testPlaybookDir(t)})
 
-	// A file with a sha256 that is not the spec's.
-	file := filepath.Join(stateDir, "upload", "snap.db")
+	// A file of the namespace's backups with a sha256 that is not the spec's.
+	file := filepath.Join(stateDir, "backups", ns, "upload", "snap.db")
 	writeTestFile(t, file, []byte("not the snapshot you are looking for"))
 	wrong := strings.Repeat("ab", 32)
 	byPath := newRestore(t, ns, "by-path", kd.Name, kaov1.RestoreSource{Path: file, SHA256: wrong})
@@ -136,6 +136,18 @@ func TestEtcdRestoreRefusesASnapshotThatFailsItsChecksum(t *testing.T) {
 	writeTestFile(t, outside, []byte("x"))
 	xSum := sha256.Sum256([]byte("x"))
 	elsewhere := newRestore(t, ns, "elsewhere", kd.Name, kaov1.RestoreSource{Path: outside, SHA256: hex.EncodeToString(xSum[:])})
+	// Another namespace's backup, with its right checksum, and a file of
+	// that namespace that does not exist: one and the same refusal, which
+	// says nothing about the other namespace's files.
+	theirs := filepath.Join(stateDir, "backups", ns+"-other", "kd", "nightly-20250101T000000Z.db")
+	writeTestFile(t, theirs, []byte("x"))
+	otherNamespace := newRestore(t, ns, "other-namespace", kd.Name, kaov1.RestoreSource{Path: theirs, SHA256: hex.EncodeToString(xSum[:])})
+	notThere := filepath.Join(stateDir, "backups", ns+"-other", "kd", "no-such.db")
+	guess := newRestore(t, ns, "guess", kd.Name, kaov1.RestoreSource{Path: notThere, SHA256: hex.EncodeToString(xSum[:])})
+	// A path that climbs out of the namespace's directory.
+	climb := newRestore(t, ns, "climb", kd.Name, kaov1.RestoreSource{
+		Path: filepath.Join(stateDir, "backups", ns, "..", ns+"-other", "kd", "nightly-20250101T000000Z.db"), SHA256: hex.EncodeToString(xSum[:])})
+	notOurs := "is not one of namespace " + ns + "'s backups"
 
 	for _, tc := range []struct {
 		er     *kaov1.EtcdRestore
@@ -144,7 +156,10 @@ func TestEtcdRestoreRefusesASnapshotThatFailsItsChecksum(t *testing.T) {
 	}{
 		{byPath, kaov1.ChecksumMismatchReason, []string{file, wrong, "spec.source.sha256", "stopped nothing"}},
 		{byBackup, kaov1.ChecksumMismatchReason, []string{stored, snap.SHA256, "EtcdBackup nightly", "stopped nothing"}},
-		{elsewhere, kaov1.InvalidSpecReason, []string{outside, "outside the operator's state directory"}},
+		{elsewhere, kaov1.InvalidSpecReason, []string{outside, notOurs}},
+		{otherNamespace, kaov1.InvalidSpecReason, []string{theirs, notOurs}},
+		{guess, kaov1.InvalidSpecReason, []string{notThere, notOurs}},
+		{climb, kaov1.InvalidSpecReason, []string{notOurs}},
 	} {
 		done := waitForRestore(t, tc.er, time.Minute, "the restore refused", func(er *kaov1.EtcdRestore) bool {
 			return er.Status.Phase == kaov1.RestoreFailed
@@ -157,6 +172,14 @@ func TestEtcdRestoreRefusesASnapshotThatFailsItsChecksum(t *testing.T) {
 			if !strings.Contains(c.Message, s) {
 				t.Errorf("%s: the message does not say %q: %s", tc.er.Name, s, c.Message)
 			}
+		}
+		// A refusal never tells whether a file exists, nor a file's real
+		// checksum (only the expected one).
+		if tc.reason == kaov1.InvalidSpecReason && strings.Contains(c.Message, "does not exist") {
+			t.Errorf("%s: the refusal tells whether the file exists: %s", tc.er.Name, c.Message)
+		}
+		if damaged := sha256.Sum256([]byte("the bytes etcd sent, then bit rot")); strings.Contains(c.Message, hex.EncodeToString(damaged[:])) {
+			t.Errorf("%s: the message tells the file's real sha256: %s", tc.er.Name, c.Message)
 		}
 		if r := restoreCondition(done, kaov1.ReadyCondition); r.Status != metav1.ConditionFalse {
 			t.Errorf("%s: Ready is %s after a refusal", tc.er.Name, r.Status)
@@ -190,7 +213,7 @@ func TestEtcdRestoreWaitsForTheRunThenHoldsTheDeployment(t *testing.T) {
 	ns := newNamespace(t)
 	stateDir := testenv.StateDir(t)
 	kd := restoreDeployment(t, ns, "kd", restoreBundle(t), true)
-	snapFile, sum := takeTestSnapshot(t, filepath.Join(stateDir, "upload"))
+	snapFile, sum := takeTestSnapshot(t, filepath.Join(stateDir, "backups", ns, "upload"))
 	startRestoreOperator(t, ns, Options{StateDir: stateDir, PlaybookDir: testPlaybookDir(t), RunTimeout: 3 * time.Minute})
 
 	er := newRestore(t, ns, "restore-1", kd.Name, kaov1.RestoreSource{Path: snapFile, SHA256: sum})
@@ -277,8 +300,8 @@ func TestEtcdRestoreResumesAfterAnOperatorRestart(t *testing.T) {
 	ns := newNamespace(t)
 	stateDir := testenv.StateDir(t)
 	kd := restoreDeployment(t, ns, "kd", restoreBundle(t), false)
-	snapFile, sum := takeTestSnapshot(t, filepath.Join(stateDir, "upload"))
-	o := Options{StateDir: stateDir, PlaybookDir: testPlaybookDir(t), RunTimeout: 3 * time.Minute}
+	snapFile, sum := takeTestSnapshot(t, filepath.Join(stateDir, "backups", ns, "upload"))
+	o := Options{StateDir: stateDir, PlaybookDir: testPlaybookDir(t), RunTimeout: 3 * time.Minute, ArtifactsDir: backupBundle(t, true), Policy: testPolicy}
 	start := func() func() {
 		return env.StartManager(t, scheme, ns, func(mgr ctrl.Manager) error { return SetupEtcdRestoreController(mgr, o) })
 	}
@@ -419,8 +442,13 @@ func testPlaybookDir(t *testing.T) string {
 }
 
 // startRestoreOperator starts a manager with only the EtcdRestore controller.
+// The operator's own bundle (--artifacts-dir) gives etcdutl unless o names one.
 func startRestoreOperator(t *testing.T, ns string, o Options) {
 	t.Helper()
+	if o.ArtifactsDir == "" {
+		o.ArtifactsDir = backupBundle(t, true)
+	}
+	o.Policy = testPolicy
 	env.StartManager(t, scheme, ns, func(mgr ctrl.Manager) error { return SetupEtcdRestoreController(mgr, o) })
 }
 

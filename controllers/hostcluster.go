@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -21,6 +22,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/kubeconfig"
 )
 
 // Names of a Containerized control plane's objects in its host cluster
@@ -135,21 +137,30 @@ func (r *KarmadaDeploymentReconciler) hostCluster(ctx context.Context, kd *kaov1
 	hc := &hostCluster{namespace: hostNamespace(kd), dnsDomain: hostDNSDomain(kd), inCluster: spec.InCluster}
 	var cfg *clientcmdapi.Config
 	if spec.InCluster {
+		if err := r.Policy.checkInCluster(kd); err != nil {
+			return nil, err
+		}
 		if r.InClusterConfig == nil {
 			return nil, &inputError{msg: "spec.hostCluster.inCluster is set, but the operator has no configuration for its own cluster"}
 		}
 		cfg = kubeconfigFromREST(r.InClusterConfig)
+		var err error
+		if hc.kubeconfig, err = clientcmd.Write(*cfg); err != nil {
+			return nil, fmt.Errorf("encoding the host cluster's kubeconfig: %w", err)
+		}
+		hc.secrets = kubeconfigSecrets(cfg, hc.kubeconfig)
 	} else {
 		ref := spec.KubeconfigSecretRef
 		data, err := r.secretValue(ctx, kd.Namespace, *ref, "spec.hostCluster.kubeconfigSecretRef")
 		if err != nil {
 			return nil, err
 		}
-		cfg, err = hostKubeconfig(data)
+		min, err := kubeconfig.Minimize(data, "")
 		if err != nil {
 			return nil, &inputError{msg: fmt.Sprintf("Secret %s/%s key %q named in spec.hostCluster.kubeconfigSecretRef: %v",
 				kd.Namespace, ref.Name, ref.Key, err)}
 		}
+		cfg, hc.kubeconfig, hc.secrets = min.Config, min.Data, min.Secrets
 	}
 	restConfig, err := clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
@@ -159,51 +170,7 @@ func (r *KarmadaDeploymentReconciler) hostCluster(ctx context.Context, kd *kaov1
 	if hc.client, err = kubernetes.NewForConfig(restConfig); err != nil {
 		return nil, &inputError{msg: "the host cluster's kubeconfig is unusable: " + sanitizeKubeconfigError(err)}
 	}
-	if hc.kubeconfig, err = clientcmd.Write(*cfg); err != nil {
-		return nil, fmt.Errorf("encoding the host cluster's kubeconfig: %w", err)
-	}
-	hc.secrets = kubeconfigSecrets(cfg, hc.kubeconfig)
 	return hc, nil
-}
-
-// hostKubeconfig reads a host cluster kubeconfig and keeps only its current
-// context. kao runs it from its own process and from Ansible, so it takes
-// credentials that are written in the file: a kubeconfig that runs a command
-// (exec, auth-provider) or reads other files of the operator is refused.
-// Errors never quote the file.
-func hostKubeconfig(data []byte) (*clientcmdapi.Config, error) {
-	cfg, err := clientcmd.Load(data)
-	if err != nil {
-		return nil, errors.New("not a kubeconfig (it does not parse)")
-	}
-	name := cfg.CurrentContext
-	c, ok := cfg.Contexts[name]
-	switch {
-	case name == "":
-		return nil, errors.New("the kubeconfig sets no current-context")
-	case !ok:
-		return nil, fmt.Errorf("the kubeconfig has no context %q (its current-context)", name)
-	}
-	cluster, ok := cfg.Clusters[c.Cluster]
-	if !ok || cluster.Server == "" {
-		return nil, fmt.Errorf("context %q names cluster %q, which the kubeconfig does not define with a server", name, c.Cluster)
-	}
-	user, ok := cfg.AuthInfos[c.AuthInfo]
-	if !ok {
-		return nil, fmt.Errorf("context %q names user %q, which the kubeconfig does not define", name, c.AuthInfo)
-	}
-	switch {
-	case user.Exec != nil || user.AuthProvider != nil:
-		return nil, fmt.Errorf("user %q runs a credential plugin (exec or auth-provider); kao takes only credentials written in the kubeconfig", c.AuthInfo)
-	case user.ClientCertificate != "" || user.ClientKey != "" || user.TokenFile != "" || cluster.CertificateAuthority != "":
-		return nil, fmt.Errorf("context %q reads certificates or a token from files; embed them (client-certificate-data, client-key-data, token, certificate-authority-data)", name)
-	case cluster.InsecureSkipTLSVerify:
-		return nil, fmt.Errorf("cluster %q skips TLS verification; give its certificate-authority-data", c.Cluster)
-	}
-	if err := clientcmdapi.MinifyConfig(cfg); err != nil {
-		return nil, fmt.Errorf("keeping the current context: %w", err)
-	}
-	return cfg, nil
 }
 
 // kubeconfigFromREST writes the operator's own client configuration as a
@@ -453,4 +420,50 @@ func pickNodeAddress(nodes []corev1.Node, previous string) string {
 		}
 	}
 	return ""
+}
+
+// etcdClaimPrefix starts the name of each etcd member's claim: the
+// StatefulSet's volume claim template is named "data".
+const etcdClaimPrefix = "data-"
+
+// claimEtcdVolumes makes sure the claims the etcd StatefulSet will bind, by
+// name, are this deployment's: each one that exists must carry its UID. One
+// that another deployment left (its UID) is taken over only with the
+// annotation kao.io/take-over-from naming that deployment, and is then
+// labelled with this one's; one kao did not make is refused. So a
+// deployment never starts on another's etcd data by accident, and the
+// uninstall, which purges by UID, never deletes a claim it did not make.
+func claimEtcdVolumes(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster) error {
+	m := kd.Spec.Etcd.Managed
+	if m == nil || (m.Storage.Type != "" && m.Storage.Type != kaov1.PVCStorage) {
+		return nil
+	}
+	takeOver := kd.Annotations[kaov1.TakeOverFromAnnotation]
+	claims := hc.client.CoreV1().PersistentVolumeClaims(hc.namespace)
+	for _, pod := range etcdMemberNames(kd) {
+		name := etcdClaimPrefix + pod
+		pvc, err := claims.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return hostClusterError("reading PersistentVolumeClaim "+hc.namespace+"/"+name, err)
+		}
+		owner := pvc.Labels[DeploymentUIDLabel]
+		switch {
+		case owner == string(kd.UID):
+		case owner == "":
+			return &inputError{msg: fmt.Sprintf("PersistentVolumeClaim %s/%s in the host cluster was not made by kao, and etcd's StatefulSet would use it: "+
+				"kao neither uses nor deletes it; choose another spec.hostCluster.namespace or remove the claim", hc.namespace, name)}
+		case owner != takeOver:
+			return &inputError{msg: fmt.Sprintf("PersistentVolumeClaim %s/%s in the host cluster holds the etcd data of another KarmadaDeployment (uid %s): "+
+				"to start on that data, annotate this deployment %s=%s; to start empty, delete the claim", hc.namespace, name, owner, kaov1.TakeOverFromAnnotation, owner)}
+		default:
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, DeploymentUIDLabel, kd.UID)
+			if _, err := claims.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+				return hostClusterError("taking over PersistentVolumeClaim "+hc.namespace+"/"+name, err)
+			}
+		}
+	}
+	return nil
 }

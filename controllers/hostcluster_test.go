@@ -80,62 +80,6 @@ func TestPickNodeAddress(t *testing.T) {
 	}
 }
 
-func TestHostKubeconfigTakesOnlyEmbeddedCredentials(t *testing.T) {
-	const good = `apiVersion: v1
-kind: Config
-current-context: host
-clusters:
-- name: host
-  cluster: {server: "https://10.0.0.9:6443", certificate-authority-data: Y2E=}
-- name: other
-  cluster: {server: "https://10.0.0.8:6443"}
-users:
-- name: admin
-  user: {token: s3cr3t-token}
-- name: unused
-  user: {token: other-token}
-contexts:
-- name: host
-  context: {cluster: host, user: admin}
-- name: other
-  context: {cluster: other, user: unused}
-`
-	cfg, err := hostKubeconfig([]byte(good))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.Contexts) != 1 || len(cfg.AuthInfos) != 1 || len(cfg.Clusters) != 1 {
-		t.Errorf("kept %d contexts, %d users, %d clusters; want only the current context's", len(cfg.Contexts), len(cfg.AuthInfos), len(cfg.Clusters))
-	}
-	tests := []struct {
-		name, data, want string
-	}{
-		{"not a kubeconfig", "s3cr3t-token: [", "does not parse"},
-		{"no current context", strings.Replace(good, "current-context: host\n", "", 1), "sets no current-context"},
-		{"exec plugin", strings.Replace(good, "user: {token: s3cr3t-token}", "user: {exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}}", 1),
-			"runs a credential plugin"},
-		{"client key from a file", strings.Replace(good, "user: {token: s3cr3t-token}", "user: {client-certificate: /etc/c.crt, client-key: /etc/c.key}", 1),
-			"reads certificates or a token from files"},
-		{"token from a file", strings.Replace(good, "user: {token: s3cr3t-token}", "user: {tokenFile: /var/run/token}", 1),
-			"reads certificates or a token from files"},
-		{"CA from a file", strings.Replace(good, "certificate-authority-data: Y2E=", "certificate-authority: /etc/ca.crt", 1),
-			"reads certificates or a token from files"},
-		{"no TLS verification", strings.Replace(good, "certificate-authority-data: Y2E=", "insecure-skip-tls-verify: true", 1),
-			"skips TLS verification"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := hostKubeconfig([]byte(tt.data))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want %q", err, tt.want)
-			}
-			if strings.Contains(err.Error(), "s3cr3t") {
-				t.Errorf("the error quotes a credential: %v", err)
-			}
-		})
-	}
-}
-
 func TestWorkloadStates(t *testing.T) {
 	dep := func(gen, observed int64, replicas, updated, ready, available, total int32) *appsv1.Deployment {
 		return &appsv1.Deployment{
@@ -345,7 +289,7 @@ func TestExposeAPIServer(t *testing.T) {
 // TestInClusterKubeconfigReachesTheCluster renders the operator's own client
 // configuration as a run's kubeconfig and uses it, as kubernetes.core would.
 func TestInClusterKubeconfigReachesTheCluster(t *testing.T) {
-	r := &KarmadaDeploymentReconciler{InClusterConfig: env.Config}
+	r := &KarmadaDeploymentReconciler{InClusterConfig: env.Config, Options: Options{Policy: testPolicy}}
 	kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
 		Mode: kaov1.ContainerizedMode, HostCluster: &kaov1.HostClusterSpec{InCluster: true},
 	}}

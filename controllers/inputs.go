@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/kubeconfig"
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/runner"
 	inventory "github.com/kao-io/kao/inventory-plugin"
@@ -30,8 +30,11 @@ func (e *inputError) Error() string { return e.msg }
 type runInputs struct {
 	sshKey     []byte
 	knownHosts []byte
-	// kubeconfigs holds member kubeconfigs by member name.
+	// kubeconfigs holds member kubeconfigs by member name: each one a
+	// minimal kubeconfig kao wrote (kubeconfig.Minimize), never the user's.
 	kubeconfigs map[string][]byte
+	// kubeconfigSecrets are the members' credentials, for redaction.
+	kubeconfigSecrets [][]byte
 	// pki holds the deployment's certificates and keys.
 	pki pki.Bundle
 	// externalEtcd is spec.etcd.external's CA and client certificate.
@@ -86,53 +89,43 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 		if err != nil {
 			return nil, err
 		}
-		if problem := memberKubeconfigProblem(data, m.Context, i); problem != "" {
-			return nil, &inputError{fmt.Sprintf("Secret %s/%s key %q named in %s: %s",
-				kd.Namespace, m.KubeconfigSecretRef.Name, m.KubeconfigSecretRef.Key, field, problem)}
+		min, err := kubeconfig.Minimize(data, m.Context)
+		if err != nil {
+			from := fmt.Sprintf("its current-context; name another in spec.members[%d].context", i)
+			if m.Context != "" {
+				from = fmt.Sprintf("spec.members[%d].context", i)
+			}
+			return nil, &inputError{fmt.Sprintf("Secret %s/%s key %q named in %s: %v (context from %s)",
+				kd.Namespace, m.KubeconfigSecretRef.Name, m.KubeconfigSecretRef.Key, field, err, from)}
 		}
-		in.kubeconfigs[m.Name] = data
+		in.addKubeconfig(m.Name, min)
 	}
 	// Members leaving spec.members are cleaned up with the kubeconfig they
-	// joined with, if it still exists.
+	// joined with, if it still exists, checked like any other.
 	for _, m := range kd.Status.Members {
-		if _, inSpec := in.kubeconfigs[m.Name]; inSpec || m.KubeconfigSecretRef == nil {
+		ref := m.KubeconfigSecretRef
+		if _, inSpec := in.kubeconfigs[m.Name]; inSpec || ref == nil {
 			continue
 		}
-		if data, err := r.secretValue(ctx, kd.Namespace, *m.KubeconfigSecretRef, "status.members"); err == nil {
-			in.kubeconfigs[m.Name] = data
+		data, err := r.secretValue(ctx, kd.Namespace, *ref, "status.members")
+		if err != nil {
+			continue // gone: the unjoin cleans Karmada's side only
 		}
+		min, err := kubeconfig.Minimize(data, "")
+		if err != nil {
+			return nil, &inputError{fmt.Sprintf("Secret %s/%s key %q, the kubeconfig member %s joined with (status.members), cannot be used to unjoin it: %v",
+				kd.Namespace, ref.Name, ref.Key, m.Name, err)}
+		}
+		in.addKubeconfig(m.Name, min)
 	}
 	return in, nil
 }
 
-// memberKubeconfigProblem says why a member's kubeconfig cannot be used to
-// reach the member, or "" when it can: it must parse, and the context the
-// member entry names (spec.members[i].context, else the current context)
-// must exist with a cluster that has a server and a user. The parser's own
-// error is not repeated: it may quote the file, credentials included.
-func memberKubeconfigProblem(data []byte, context string, i int) string {
-	cfg, err := clientcmd.Load(data)
-	if err != nil {
-		return "not a kubeconfig (it does not parse)"
-	}
-	name, from := context, fmt.Sprintf("spec.members[%d].context", i)
-	if name == "" {
-		name, from = cfg.CurrentContext, "its current-context"
-		if name == "" {
-			return fmt.Sprintf("the kubeconfig sets no current-context; name one in spec.members[%d].context", i)
-		}
-	}
-	c, ok := cfg.Contexts[name]
-	if !ok {
-		return fmt.Sprintf("the kubeconfig has no context %q (%s)", name, from)
-	}
-	if cl, ok := cfg.Clusters[c.Cluster]; !ok || cl.Server == "" {
-		return fmt.Sprintf("context %q names cluster %q, which the kubeconfig does not define with a server", name, c.Cluster)
-	}
-	if _, ok := cfg.AuthInfos[c.AuthInfo]; !ok {
-		return fmt.Sprintf("context %q names user %q, which the kubeconfig does not define", name, c.AuthInfo)
-	}
-	return ""
+// addKubeconfig keeps a member's minimal kubeconfig for the run, and its
+// credentials for redaction.
+func (in *runInputs) addKubeconfig(member string, min *kubeconfig.Minimal) {
+	in.kubeconfigs[member] = min.Data
+	in.kubeconfigSecrets = append(in.kubeconfigSecrets, min.Secrets...)
 }
 
 // secretValues lists every secret value of the inputs, for redaction.
@@ -141,9 +134,7 @@ func (in *runInputs) secretValues() [][]byte {
 	if in.sshKey != nil {
 		out = append(out, in.sshKey)
 	}
-	for _, name := range sortedKeys(in.kubeconfigs) {
-		out = append(out, in.kubeconfigs[name])
-	}
+	out = append(out, in.kubeconfigSecrets...)
 	for _, name := range sortedKeys(in.pki) {
 		if strings.HasSuffix(name, ".key") {
 			out = append(out, in.pki[name])

@@ -266,6 +266,9 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 			if endpoint, err = exposeAPIServer(ctx, kd, in.host); err == nil {
 				kd.Status.Endpoint = endpoint
 			}
+			if err == nil {
+				err = claimEtcdVolumes(ctx, kd, in.host)
+			}
 		}
 	}
 	if err == nil {

@@ -35,6 +35,8 @@ type Options struct {
 	// operator's rights, so whoever may write a KarmadaDeployment or the
 	// ConfigMap gets them: off unless the operator's administrator allows it.
 	ConfigMapUserRoles bool
+	// Policy is what the administrator lets tenants' specs ask for.
+	Policy
 
 	// sweep cleans the state directory before the first run; SetupAll
 	// makes it, and the run trackers wait for it.

@@ -101,7 +101,7 @@ func startOperatorWith(t *testing.T, ns, stateDir string, tune func(*Options)) *
 	}
 	abs, _ := filepath.Abs("testdata/playbooks")
 	op := &operator{stateDir: stateDir}
-	opts := Options{StateDir: stateDir, PlaybookDir: abs, RunTimeout: 2 * time.Minute, ArtifactsDir: crdBundle}
+	opts := Options{StateDir: stateDir, PlaybookDir: abs, RunTimeout: 2 * time.Minute, ArtifactsDir: crdBundle, Policy: testPolicy}
 	if tune != nil {
 		tune(&opts)
 	}
@@ -116,6 +116,16 @@ func startOperatorWith(t *testing.T, ns, stateDir string, tune func(*Options)) *
 		return op.reconciler.SetupWithManager(mgr)
 	})
 	return op
+}
+
+// testPolicy allows what the tests' deployments ask for: control planes in
+// the test API server's namespaces (it is their host cluster), and bundles
+// in temporary directories. policy_test.go tests the policy itself.
+var testPolicy = Policy{
+	ArtifactPaths:        []string{os.TempDir()},
+	InClusterNamespaces:  []string{"*"},
+	InClusterHostPath:    true,
+	InClusterTolerations: true,
 }
 
 // newNamespace creates a namespace for one test.

@@ -18,6 +18,8 @@ var (
 	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	// dnsName is a lower-case DNS name, the non-IP form of spec.hosts[].address.
 	dnsName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	// objectUID is the form of a Kubernetes object UID.
+	objectUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	// sshUser is the pattern of spec.hosts[].user.
 	sshUser = regexp.MustCompile(`^[a-z_][a-z0-9_-]*$`)
 )
@@ -46,6 +48,11 @@ var reservedHostNames = map[string]bool{
 func validate(kd *kaov1.KarmadaDeployment) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
+
+	if uid, ok := kd.Annotations[kaov1.TakeOverFromAnnotation]; ok && !objectUID.MatchString(uid) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(kaov1.TakeOverFromAnnotation), uid,
+			"must be the UID of a KarmadaDeployment (kubectl get kd NAME -o jsonpath='{.metadata.uid}')"))
+	}
 
 	mode := kd.Spec.Mode
 	switch mode {

@@ -181,6 +181,14 @@ func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
 	if ep := apiEndpoint(spec, securePort); ep != nil {
 		v["kao_api_endpoint"] = ep
 	}
+	if uid := kd.Annotations[kaov1.TakeOverFromAnnotation]; uid != "" {
+		v["kao_take_over_from"] = unsafe(uid)
+	}
+	if kd.Status.Version != "" {
+		// The deployment installed before: what it left on its hosts before
+		// kao wrote owner markers is its own.
+		v["kao_installed_before"] = true
+	}
 	if containerized {
 		v["kao_api_service_type"] = str(string(spec.APIServer.ServiceType), defaultServiceType)
 		hc := spec.HostCluster

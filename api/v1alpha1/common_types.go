@@ -48,3 +48,16 @@ type FeatureGate struct {
 	// +required
 	Enabled bool `json:"enabled"`
 }
+
+// Annotations a user sets on a KarmadaDeployment that its inventory carries.
+const (
+	// TakeOverFromAnnotation names, by UID, a KarmadaDeployment that is gone
+	// whose hosts, etcd data directories and etcd claims this deployment may
+	// take over. Without it kao refuses anything another deployment left
+	// behind (for example after a deletion with kao.io/skip-uninstall).
+	TakeOverFromAnnotation = "kao.io/take-over-from"
+	// MembersGoneAnnotation set to "true" on a KarmadaDeployment being
+	// deleted says its member clusters are gone: the uninstall then revokes
+	// Karmada's access in none of them.
+	MembersGoneAnnotation = "kao.io/members-gone"
+)

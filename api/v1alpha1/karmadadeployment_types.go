@@ -202,8 +202,12 @@ type KarmadaDeploymentSpec struct {
 
 // ArtifactsSpec says where installation artifacts come from.
 // +kubebuilder:validation:XValidation:rule="!(has(self.localPath) && has(self.url))",message="set at most one of spec.artifacts.localPath and spec.artifacts.url"
+// +kubebuilder:validation:XValidation:rule="!has(self.url) || !self.url.startsWith('http://') || has(self.sha256sums)",message="an http:// spec.artifacts.url needs spec.artifacts.sha256sums, the SHA-256 of the bundle's SHA256SUMS: over plain http nothing else vouches for the files (or serve the bundle over https)"
+// +kubebuilder:validation:XValidation:rule="!has(self.sha256sums) || has(self.url)",message="spec.artifacts.sha256sums pins the bundle at spec.artifacts.url, which is not set"
 type ArtifactsSpec struct {
-	// localPath is a bundle directory on the operator's side (built by `make artifacts`).
+	// localPath is a bundle directory on the operator's side (built by `make artifacts`),
+	// under one of the directories the operator's administrator allows
+	// (--allowed-artifact-paths; the operator's own --artifacts-dir always).
 	// The operator's default bundle directory is used when neither localPath nor url is set.
 	// +optional
 	// +kubebuilder:validation:MinLength=2
@@ -212,12 +216,24 @@ type ArtifactsSpec struct {
 	LocalPath string `json:"localPath,omitempty"`
 
 	// url is an HTTP(S) address inside the data centre serving the same bundle layout.
+	// It must start with one of the prefixes the operator's administrator
+	// allows (--allowed-artifact-urls). An http:// url needs sha256sums, and
+	// carries no credentials.
 	// +optional
 	// +kubebuilder:validation:MinLength=8
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="spec.artifacts.url must be an http:// or https:// URL"
 	// +kubebuilder:validation:XValidation:rule="isURL(self)",message="spec.artifacts.url is not a valid URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^http://[^/]*@')",message="spec.artifacts.url sends credentials over plain http: serve the bundle over https"
 	URL string `json:"url,omitempty"`
+
+	// sha256sums pins the bundle at url: the lower-case hex SHA-256 of its
+	// SHA256SUMS file, which lists every file of the bundle with its
+	// checksum. kao mirrors nothing from a bundle whose SHA256SUMS differs.
+	// Required with an http:// url.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	SHA256Sums string `json:"sha256sums,omitempty"`
 
 	// imageRegistry is the registry (an offline mirror) that Containerized mode and
 	// Pull members' karmada-agent pull images from, for example

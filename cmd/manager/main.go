@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -41,6 +42,12 @@ type options struct {
 	watchNamespaces         string
 	userRolesDir            string
 	configMapUserRoles      bool
+	// The tenancy policy (controllers.Policy).
+	allowedArtifactPaths      string
+	allowedArtifactURLs       string
+	allowedInClusterNS        string
+	allowInClusterHostPath    bool
+	allowInClusterTolerations bool
 }
 
 func main() {
@@ -61,6 +68,11 @@ func main() {
 	flag.StringVar(&opts.userRolesDir, "user-roles-dir", "", "Directory of the operator's filesystem that user roles given by path (spec.addons.userRoles[].path) must lie under; none are run when empty.")
 	flag.BoolVar(&opts.configMapUserRoles, "configmap-user-roles", false, "Run user roles from ConfigMaps (spec.addons.userRoles[].configMapName). "+
 		"They run with the operator's rights: allow them only where whoever may write KarmadaDeployments and ConfigMaps is trusted like the operator's administrators.")
+	flag.StringVar(&opts.allowedArtifactPaths, "allowed-artifact-paths", "", "Comma-separated directories of the operator's filesystem that spec.artifacts.localPath may name or lie under, besides --artifacts-dir.")
+	flag.StringVar(&opts.allowedArtifactURLs, "allowed-artifact-urls", "", "Comma-separated URL prefixes spec.artifacts.url may start with; no bundle URL is allowed when empty.")
+	flag.StringVar(&opts.allowedInClusterNS, "allowed-in-cluster-namespaces", "", "Comma-separated namespaces (path.Match patterns such as karmada-*) of the operator's own cluster that spec.hostCluster.inCluster deployments may use; none when empty.")
+	flag.BoolVar(&opts.allowInClusterHostPath, "allow-in-cluster-host-path", false, "Allow HostPath etcd storage on the operator's own cluster's nodes (spec.hostCluster.inCluster).")
+	flag.BoolVar(&opts.allowInClusterTolerations, "allow-in-cluster-tolerations", false, "Allow tolerations on the operator's own cluster (spec.hostCluster.inCluster).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -81,6 +93,10 @@ func run(opts options) error {
 	}
 	if opts.userRolesDir != "" && !filepath.IsAbs(opts.userRolesDir) {
 		return fmt.Errorf("--user-roles-dir must be an absolute path, got %q", opts.userRolesDir)
+	}
+	policy, err := tenancyPolicy(opts)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory %s: %w", opts.stateDir, err)
@@ -118,6 +134,7 @@ func run(opts options) error {
 		MaxConcurrentReconciles: opts.maxConcurrentReconciles,
 		UserRolesDir:            opts.userRolesDir,
 		ConfigMapUserRoles:      opts.configMapUserRoles,
+		Policy:                  policy,
 	})
 	if err != nil {
 		return err
@@ -131,6 +148,44 @@ func run(opts options) error {
 
 	ctrl.Log.WithName("setup").Info("Starting manager", "stateDir", opts.stateDir, "watchNamespaces", opts.watchNamespaces)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// tenancyPolicy reads the flags of what tenants may ask for.
+func tenancyPolicy(opts options) (controllers.Policy, error) {
+	p := controllers.Policy{
+		ArtifactPaths:        splitList(opts.allowedArtifactPaths),
+		ArtifactURLs:         splitList(opts.allowedArtifactURLs),
+		InClusterNamespaces:  splitList(opts.allowedInClusterNS),
+		InClusterHostPath:    opts.allowInClusterHostPath,
+		InClusterTolerations: opts.allowInClusterTolerations,
+	}
+	for _, d := range p.ArtifactPaths {
+		if !filepath.IsAbs(d) {
+			return p, fmt.Errorf("--allowed-artifact-paths: %q is not an absolute path", d)
+		}
+	}
+	for _, u := range p.ArtifactURLs {
+		if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+			return p, fmt.Errorf("--allowed-artifact-urls: %q is not an http:// or https:// URL prefix", u)
+		}
+	}
+	for _, ns := range p.InClusterNamespaces {
+		if _, err := path.Match(ns, ""); err != nil {
+			return p, fmt.Errorf("--allowed-in-cluster-namespaces: %q is not a pattern: %v", ns, err)
+		}
+	}
+	return p, nil
+}
+
+// splitList splits a comma-separated flag, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // cacheOptions confines the manager's watches to the namespaces of

@@ -73,6 +73,10 @@ type Options struct {
 	// and components is trusted without a request; DefaultFreshFor when
 	// zero, never when negative. Files are still checked on disk.
 	FreshFor time.Duration
+	// SumsSHA256 pins the bundle: the hex SHA-256 its SHA256SUMS must have.
+	// Over plain http nothing else vouches for the files, which
+	// SHA256SUMS lists with their checksums; "" trusts the server (https).
+	SumsSHA256 string
 }
 
 // Mirror copies the parts of one bundle URL a deployment needs into one
@@ -296,6 +300,9 @@ func (m *Mirror) Sync(ctx context.Context, need func(*Index) ([]Component, error
 		}
 		res.IndexFetched = true
 	}
+	if err := m.checkPin(ix); err != nil {
+		return nil, err
+	}
 	comps, err := need(ix)
 	if err != nil {
 		return nil, err
@@ -308,6 +315,9 @@ func (m *Mirror) Sync(ctx context.Context, need func(*Index) ([]Component, error
 					return nil, err
 				}
 				res.IndexFetched = true
+				if err := m.checkPin(ix); err != nil {
+					return nil, err
+				}
 				if comps, err = need(ix); err != nil {
 					return nil, err
 				}
@@ -353,6 +363,22 @@ func authHash(u *url.Userinfo) [32]byte {
 		return [32]byte{}
 	}
 	return sha256.Sum256([]byte(u.String()))
+}
+
+// ErrPinMismatch is returned when SHA256SUMS does not have the pinned
+// checksum (Options.SumsSHA256).
+var ErrPinMismatch = errors.New("SHA256SUMS does not have the pinned sha256")
+
+// checkPin checks an index against Options.SumsSHA256.
+func (m *Mirror) checkPin(ix *Index) error {
+	if m.opts.SumsSHA256 == "" {
+		return nil
+	}
+	sum := sha256.Sum256(ix.sumsRaw)
+	if hex.EncodeToString(sum[:]) != strings.ToLower(m.opts.SumsSHA256) {
+		return fmt.Errorf("the bundle at %s: %w %s: kao mirrors nothing from it", m, ErrPinMismatch, m.opts.SumsSHA256)
+	}
+	return nil
 }
 
 // fetchIndex fetches and parses manifest.json and SHA256SUMS.

@@ -686,3 +686,34 @@ func TestArtifactsParseIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestArtifactsSyncChecksThePinnedSums: with Options.SumsSHA256 the mirror
+// takes nothing from a server whose SHA256SUMS is not the pinned one (a
+// bundle replaced on the way over plain http, file checksums and all), and
+// mirrors a matching one.
+func TestArtifactsSyncChecksThePinnedSums(t *testing.T) {
+	srv := newBundleServer(t, false)
+	pin := sha256.Sum256([]byte(srv.files[SumsFile]))
+	good := Options{SumsSHA256: hex.EncodeToString(pin[:]), FreshFor: -1}
+	m, _, err := sync1(t, srv.URL+"/kao", t.TempDir(), good, defaultNeeds...)
+	if err != nil {
+		t.Fatalf("the pinned bundle was refused: %v", err)
+	}
+	if len(tree(t, m.Dir())) != 7 {
+		t.Errorf("the pinned bundle was not mirrored: %v", tree(t, m.Dir()))
+	}
+
+	// Someone on the way swaps a binary and its line of SHA256SUMS.
+	files := bundleFiles()
+	files["etcd/v3.6.6/bin/etcd"] = "a program of someone else's"
+	srv.setFile("etcd/v3.6.6/bin/etcd", files["etcd/v3.6.6/bin/etcd"])
+	srv.setFile(SumsFile, sumsOf(files))
+	root := t.TempDir()
+	m, _, err = sync1(t, srv.URL+"/kao", root, good, defaultNeeds...)
+	if !errors.Is(err, ErrPinMismatch) {
+		t.Fatalf("a SHA256SUMS that is not the pinned one was taken: %v", err)
+	}
+	if got := tree(t, m.Dir()); len(got) != 0 {
+		t.Errorf("the mirror took files from the unpinned bundle: %v", got)
+	}
+}

@@ -132,6 +132,14 @@ func TestBadInputCorpus(t *testing.T) {
 			RunTimeout:              2 * time.Minute,
 			MaxConcurrentReconciles: 4,
 			ProbeInterval:           time.Minute,
+			// What this administrator lets tenants ask for: one bundle
+			// URL prefix (nothing answers there), control planes in the
+			// operator's own cluster only in karmada-* namespaces, no
+			// HostPath, no tolerations, no other bundle directory.
+			Policy: controllers.Policy{
+				ArtifactURLs:        []string{"https://127.0.0.1:9/kao"},
+				InClusterNamespaces: []string{"karmada-*"},
+			},
 		})
 	})
 	canary := h.createCanary(t, m)
@@ -154,6 +162,11 @@ func TestBadInputCorpus(t *testing.T) {
 					t.Errorf("the operator log holds a secret of case %s: %.40q...", c.id, s)
 				}
 			}
+		}
+	})
+	t.Run("no kubeconfig ran a program in the operator", func(t *testing.T) {
+		if _, err := os.Stat(m["EXEC_MARKER"]); !os.IsNotExist(err) {
+			t.Errorf("a kubeconfig's exec plugin ran in the operator: %s exists (%v)", m["EXEC_MARKER"], err)
 		}
 	})
 	t.Run("no request of the operator was forbidden", func(t *testing.T) {

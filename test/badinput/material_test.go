@@ -66,6 +66,25 @@ contexts:
 current-context: edge
 `, randomHex(t, 16))
 
+	// Member kubeconfigs that would make a client act: run a program, read
+	// a file of the operator's, go through a proxy, talk plain http. The
+	// exec one would write EXEC_MARKER, which the corpus checks is never
+	// written.
+	m["EXEC_MARKER"] = filepath.Join(dir, "exec-plugin-ran")
+	hostile := map[string]string{
+		"EXEC":          "exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, 'id > " + m["EXEC_MARKER"] + "'], interactiveMode: Never}",
+		"AUTH_PROVIDER": "auth-provider: {name: oidc, config: {idp-issuer-url: 'https://203.0.113.60', client-id: kao}}",
+		"TOKEN_FILE":    "tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token",
+		"CERT_FILES":    "{client-certificate: /etc/kao/tls.crt, client-key: /root/.ssh/id_ed25519}",
+	}
+	for name, user := range hostile {
+		m["MEMBER_KUBECONFIG_"+name] = memberKubeconfig("https://203.0.113.50:6443", "", user)
+	}
+	token := "token: kao-badinput-member-token-" + randomHex(t, 16)
+	m["MEMBER_KUBECONFIG_CA_FILE"] = memberKubeconfig("https://203.0.113.50:6443", "certificate-authority: /etc/shadow", token)
+	m["MEMBER_KUBECONFIG_PROXY"] = memberKubeconfig("https://203.0.113.50:6443", "proxy-url: http://203.0.113.70:3128", token)
+	m["MEMBER_KUBECONFIG_HTTP"] = memberKubeconfig("http://203.0.113.50:8080", "", token)
+
 	caKey, caCert := newCA(t)
 	m["ETCD_CA"] = caCert.pem
 	clientKey, clientCert := newLeaf(t, caKey, caCert.cert, "kao-badinput-etcd-client")
@@ -74,6 +93,29 @@ current-context: edge
 	otherKey, _ := newLeaf(t, caKey, caCert.cert, "kao-badinput-other")
 	m["OTHER_PRIVATE_KEY"] = otherKey
 	return m
+}
+
+// memberKubeconfig is a kubeconfig with one context: its cluster at server
+// (with clusterExtra, a line of the cluster entry) and its user (one line).
+func memberKubeconfig(server, clusterExtra, user string) string {
+	if clusterExtra != "" {
+		clusterExtra = "\n    " + clusterExtra
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: edge
+  cluster:
+    server: %s%s
+users:
+- name: admin
+  user:
+    %s
+contexts:
+- name: edge
+  context: {cluster: edge, user: admin}
+current-context: edge
+`, server, clusterExtra, user)
 }
 
 // placeholder is the form of a reference to material in a case file.

@@ -286,14 +286,28 @@ func TestContainerizedInstall(t *testing.T) {
 	}
 	checkNoPods(t, hc, containerizedNamespace)
 
-	// A deployment created again in the namespace takes the claims over:
-	// what Karmada stored before is there. Deleted with purgeDataOnDelete,
-	// it removes the claims too.
+	// A deployment created again in the namespace does not start on the
+	// deleted one's etcd data by accident: it is refused, naming the claim
+	// and its owner, and runs nothing. With kao.io/take-over-from naming the
+	// deleted deployment it takes the claims over: what Karmada stored
+	// before is there. Deleted with purgeDataOnDelete, it removes the claims
+	// too.
 	retaken := containerizedDeployment(ns, "platform-again", "host-cluster")
 	retaken.Spec.Etcd.Managed.PurgeDataOnDelete = true
 	if err := k8s.Create(ctx, retaken); err != nil {
 		t.Fatal(err)
 	}
+	refused := waitForCondition(t, retaken, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, kaov1.PrerequisitesMissingReason, 2*time.Minute)
+	if msg := conditionMessage(refused, kaov1.PlaybookSucceededCondition); !strings.Contains(msg, "holds the etcd data of another KarmadaDeployment (uid "+string(final.UID)+")") ||
+		!strings.Contains(msg, kaov1.TakeOverFromAnnotation) {
+		t.Errorf("the refusal does not name the claims' owner and the way out: %q", msg)
+	}
+	if refused.Status.LastRun != nil {
+		t.Errorf("a run started on another deployment's claims: %+v", refused.Status.LastRun)
+	}
+	changeDeployment(t, retaken, func(kd *kaov1.KarmadaDeployment) {
+		kd.Annotations = map[string]string{kaov1.TakeOverFromAnnotation: string(final.UID)}
+	})
 	phase = time.Now()
 	reinstalled := waitForRun(t, retaken, 6*time.Minute)
 	if reinstalled.Status.LastRun.Result != kaov1.RunSucceeded {

@@ -254,6 +254,11 @@ func (a *ansible) writeFile(t testing.TB, name string, data []byte) string {
 // inventory writes kao's inventory of kd (inventory-plugin's hosts.json).
 func (a *ansible) inventory(t testing.TB, name string, kd *kaov1.KarmadaDeployment) string {
 	t.Helper()
+	if kd.UID == "" {
+		// The roles mark what they install with the deployment's UID: every
+		// inventory of a test is one deployment's.
+		kd.UID = roleTestUID
+	}
 	inv, err := inventory.Build(kd, inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +269,10 @@ func (a *ansible) inventory(t testing.TB, name string, kd *kaov1.KarmadaDeployme
 	}
 	return a.writeFile(t, name, data)
 }
+
+// roleTestUID is the UID of the deployment a role test's inventories
+// describe, as the API server would have given it.
+const roleTestUID = "0e5c7a1d-5a3c-4c1e-9f0a-0123456789ab"
 
 // extraVars writes the run's variables, each string marked unsafe as the
 // operator does.

@@ -1,0 +1,167 @@
+package controllers
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"path/filepath"
+	"strings"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	bundle "github.com/kao-io/kao/internal/artifacts"
+)
+
+// Policy is what the operator's administrator lets tenants ask for. A
+// tenant is whoever may write KarmadaDeployments in a namespace; the
+// options here would reach beyond that namespace (the operator's own
+// filesystem and network, the operator's own cluster), so each is refused
+// unless the administrator allows it with a flag. docs/security.md lists
+// which inputs an administrator trusts and which a tenant may set.
+type Policy struct {
+	// ArtifactPaths are the directories of the operator's filesystem that
+	// spec.artifacts.localPath may name or lie under, besides the
+	// operator's own --artifacts-dir.
+	ArtifactPaths []string
+	// ArtifactURLs are the URL prefixes spec.artifacts.url may start with
+	// (scheme, host and path, compared without credentials); none allows
+	// no URL: the operator would fetch from any address a tenant names.
+	ArtifactURLs []string
+	// InClusterNamespaces are the namespaces of the operator's own cluster
+	// a deployment with spec.hostCluster.inCluster may use, as path.Match
+	// patterns (karmada-*); none allows inCluster in none.
+	InClusterNamespaces []string
+	// InClusterHostPath allows HostPath etcd storage on the operator's own
+	// cluster's nodes.
+	InClusterHostPath bool
+	// InClusterTolerations allows tolerations on the operator's own
+	// cluster, which let pods onto nodes their taints keep others off.
+	InClusterTolerations bool
+}
+
+// checkLocalPath refuses a spec.artifacts.localPath outside the directories
+// the administrator allows. The path is judged as written and as resolved,
+// so a symbolic link cannot lead outside.
+func (p Policy) checkLocalPath(local, artifactsDir string) error {
+	allowed := append([]string{artifactsDir}, p.ArtifactPaths...)
+	real, err := filepath.EvalSymlinks(local)
+	if err != nil {
+		real = filepath.Clean(local)
+	}
+	for _, root := range allowed {
+		if root == "" {
+			continue
+		}
+		realRoot, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			realRoot = filepath.Clean(root)
+		}
+		if isOrUnder(filepath.Clean(local), filepath.Clean(root)) && isOrUnder(real, realRoot) {
+			return nil
+		}
+	}
+	return &inputError{fmt.Sprintf("spec.artifacts.localPath %s is not a bundle directory the operator's administrator allows: "+
+		"it must be the operator's --artifacts-dir or lie under a directory of --allowed-artifact-paths", local)}
+}
+
+// isOrUnder tells whether p is dir or lies under it (both clean).
+func isOrUnder(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// checkURL refuses a spec.artifacts.url that starts with none of the
+// allowed prefixes. Credentials take no part: neither in the comparison nor
+// in the message.
+//
+// Over plain http it also asks what the API asks (an older CRD may not):
+// no credentials, and a pinned SHA256SUMS.
+func (p Policy) checkURL(rawURL, sums string) error {
+	u := bundle.Redact(rawURL)
+	if parsed, err := url.Parse(rawURL); err == nil && parsed.Scheme == "http" {
+		if parsed.User != nil {
+			return &inputError{"spec.artifacts.url sends credentials over plain http: serve the bundle over https"}
+		}
+		if sums == "" {
+			return &inputError{"an http:// spec.artifacts.url needs spec.artifacts.sha256sums, the SHA-256 of the bundle's SHA256SUMS: over plain http nothing else vouches for the files (or serve the bundle over https)"}
+		}
+	}
+	for _, prefix := range p.ArtifactURLs {
+		allowed := bundle.Redact(prefix)
+		if allowed != "" && u != "" && (u == allowed || strings.HasPrefix(u, strings.TrimSuffix(allowed, "/")+"/")) {
+			return nil
+		}
+	}
+	if len(p.ArtifactURLs) == 0 {
+		return &inputError{"spec.artifacts.url: the operator's administrator allows no bundle URL (--allowed-artifact-urls): use the operator's bundle, or ask for the URL to be allowed"}
+	}
+	return &inputError{fmt.Sprintf("spec.artifacts.url %s starts with none of the prefixes the operator's administrator allows (--allowed-artifact-urls)", u)}
+}
+
+// checkInCluster refuses what a deployment may not ask of the operator's
+// own cluster (spec.hostCluster.inCluster): a namespace the administrator
+// did not allow, HostPath storage on its nodes, tolerations.
+func (p Policy) checkInCluster(kd *kaov1.KarmadaDeployment) error {
+	hc := kd.Spec.HostCluster
+	if hc == nil || !hc.InCluster {
+		return nil
+	}
+	ns := hostNamespace(kd)
+	allowed := false
+	for _, pattern := range p.InClusterNamespaces {
+		if ok, err := path.Match(pattern, ns); err == nil && ok {
+			allowed = true
+			break
+		}
+	}
+	if !allowed {
+		return &inputError{fmt.Sprintf("spec.hostCluster.inCluster: the operator's administrator does not allow control planes in namespace %s of the operator's own cluster (--allowed-in-cluster-namespaces)", ns)}
+	}
+	if m := kd.Spec.Etcd.Managed; m != nil && m.Storage.Type == kaov1.HostPathStorage && !p.InClusterHostPath {
+		return &inputError{"spec.etcd.managed.storage.type HostPath: the operator's administrator does not allow HostPath volumes on the operator's own cluster's nodes (--allow-in-cluster-host-path); use a claim or emptyDir"}
+	}
+	if field := tolerationsField(kd); field != "" && !p.InClusterTolerations {
+		return &inputError{fmt.Sprintf("%s: the operator's administrator does not allow tolerations on the operator's own cluster (--allow-in-cluster-tolerations)", field)}
+	}
+	return nil
+}
+
+// tolerationsField names the first spec field that sets tolerations, or "".
+func tolerationsField(kd *kaov1.KarmadaDeployment) string {
+	s := kd.Spec
+	fields := []struct {
+		name string
+		n    int
+	}{
+		{"spec.apiServer.tolerations", len(s.APIServer.Tolerations)},
+		{"spec.components.aggregatedAPIServer.tolerations", len(s.Components.AggregatedAPIServer.Tolerations)},
+		{"spec.components.kubeControllerManager.tolerations", len(s.Components.KubeControllerManager.Tolerations)},
+		{"spec.components.controllerManager.tolerations", len(s.Components.ControllerManager.Tolerations)},
+		{"spec.components.scheduler.tolerations", len(s.Components.Scheduler.Tolerations)},
+		{"spec.components.webhook.tolerations", len(s.Components.Webhook.Tolerations)},
+	}
+	if m := s.Etcd.Managed; m != nil {
+		fields = append(fields, struct {
+			name string
+			n    int
+		}{"spec.etcd.managed.tolerations", len(m.Tolerations)})
+	}
+	for _, a := range []struct {
+		name string
+		spec *kaov1.AddonSpec
+	}{
+		{"spec.addons.search", s.Addons.Search}, {"spec.addons.descheduler", s.Addons.Descheduler},
+		{"spec.addons.metricsAdapter", s.Addons.MetricsAdapter}, {"spec.addons.schedulerEstimator", s.Addons.SchedulerEstimator},
+	} {
+		if a.spec != nil {
+			fields = append(fields, struct {
+				name string
+				n    int
+			}{a.name + ".tolerations", len(a.spec.Tolerations)})
+		}
+	}
+	for _, f := range fields {
+		if f.n > 0 {
+			return f.name
+		}
+	}
+	return ""
+}
