@@ -48,6 +48,9 @@ const (
 	backupSucceededEvent = "BackupSucceeded"
 	// backupFailedEvent says a snapshot attempt failed; the note says why.
 	backupFailedEvent = "BackupFailed"
+	// snapshotHeldEvent says retention kept the last good snapshot beyond
+	// spec.retention, because every snapshot since looks like an emptied etcd.
+	snapshotHeldEvent = "SnapshotHeld"
 	// snapshotPrunedEvent says retention deleted old snapshots.
 	snapshotPrunedEvent = "SnapshotsPruned"
 	// pruneFailedEvent says an old snapshot could not be deleted; kao tries again after the next snapshot.

@@ -299,7 +299,7 @@ func (r *EtcdBackupReconciler) notReady(eb *kaov1.EtcdBackup, kd *kaov1.KarmadaD
 // recordSuccess puts a new snapshot in status, applies retention and tells.
 func (r *EtcdBackupReconciler) recordSuccess(ctx context.Context, eb *kaov1.EtcdBackup, kd *kaov1.KarmadaDeployment, res *snapshotResult, now time.Time) {
 	snap := res.snapshot
-	kept, dropped := splitRetained(snap, eb.Status.Snapshots, backupRetention(eb))
+	kept, dropped, held := splitRetained(snap, eb.Status.Snapshots, backupRetention(eb))
 	deleted, failed, problems := r.pruneSnapshots(ctx, eb, dropped)
 	eb.Status.Snapshots = append(kept, failed...)
 	eb.Status.LastSnapshot = snap.DeepCopy()
@@ -312,6 +312,12 @@ func (r *EtcdBackupReconciler) recordSuccess(ctx context.Context, eb *kaov1.Etcd
 	if deleted > 0 {
 		r.Recorder.Eventf(eb, kd, corev1.EventTypeNormal, snapshotPrunedEvent, "Prune",
 			"Deleted %d snapshots beyond spec.retention", deleted)
+	}
+	if held != nil {
+		r.Recorder.Eventf(eb, kd, corev1.EventTypeWarning, snapshotHeldEvent, "Prune",
+			"Kept snapshot %s (revision %d, %d keys) beyond spec.retention: every snapshot since holds an older revision or under half its keys, "+
+				"as if etcd lost its data. It stays until newer snapshots hold as much again, or until it is removed from the backup's destination by hand",
+			held.Name, held.Revision, held.Keys)
 	}
 	if len(problems) > 0 {
 		note := truncateString(strings.Join(problems, "; "), 1000)

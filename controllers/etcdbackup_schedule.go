@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,13 +124,47 @@ func backupRetention(eb *kaov1.EtcdBackup) int {
 
 // splitRetained puts a new snapshot first and splits the list into what
 // retention keeps and what it drops (oldest last).
-func splitRetained(snap kaov1.Snapshot, have []kaov1.Snapshot, keep int) (kept, dropped []kaov1.Snapshot) {
+//
+// One snapshot beyond keep is never dropped: the last good one, when every
+// snapshot taken after it falls short of it (an older revision: etcd was
+// wiped or replaced; or under half its keys: most of the data went). Then
+// held is that snapshot: a run of snapshots of an emptied etcd prunes
+// everything but the newest one that still held the data.
+func splitRetained(snap kaov1.Snapshot, have []kaov1.Snapshot, keep int) (kept, dropped []kaov1.Snapshot, held *kaov1.Snapshot) {
 	all := append([]kaov1.Snapshot{snap}, have...)
 	if keep < 1 {
 		keep = 1
 	}
 	if len(all) <= keep {
-		return all, nil
+		return all, nil, nil
 	}
-	return all[:keep], all[keep:]
+	kept, dropped = all[:keep:keep], slices.Clone(all[keep:])
+	if i := lastGood(all); i >= keep {
+		held = all[i].DeepCopy()
+		kept = append(kept, *held)
+		dropped = slices.Delete(dropped, i-keep, i-keep+1)
+	}
+	return kept, dropped, held
+}
+
+// lastGood is the index of the newest snapshot that every newer one falls
+// short of, or -1 when the newest is as good as those before it.
+func lastGood(all []kaov1.Snapshot) int {
+	for i := 1; i < len(all); i++ {
+		short := true
+		for _, newer := range all[:i] {
+			short = short && fallsShort(newer, all[i])
+		}
+		if short {
+			return i
+		}
+	}
+	return -1
+}
+
+// fallsShort tells whether a newer snapshot holds less than an older one
+// should let it: an older revision (a revision only grows in a live
+// cluster), or under half the keys when both are known.
+func fallsShort(newer, older kaov1.Snapshot) bool {
+	return newer.Revision < older.Revision || newer.Keys > 0 && older.Keys > 0 && newer.Keys*2 < older.Keys
 }

@@ -206,3 +206,52 @@ func TestSnapshotCandidatesPreferHealthyFollowers(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionKeepsTheLastGoodSnapshot: retention keeps the newest
+// snapshots, but never prunes the last one taken before etcd lost its data
+// (newer ones hold an older revision, or under half its keys).
+func TestRetentionKeepsTheLastGoodSnapshot(t *testing.T) {
+	snap := func(name string, revision, keys int64) kaov1.Snapshot {
+		return kaov1.Snapshot{Name: name, Revision: revision, Keys: keys}
+	}
+	names := func(ss []kaov1.Snapshot) string {
+		out := []string{}
+		for _, s := range ss {
+			out = append(out, s.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		// name says what happened to etcd between the snapshots.
+		name string
+		// newest is the snapshot just taken; have is status.snapshots, newest first.
+		newest kaov1.Snapshot
+		have   []kaov1.Snapshot
+		keep   int
+		// kept, dropped and held are the names retention gives.
+		kept, dropped, held string
+	}{
+		{"a growing cluster", snap("s4", 400, 90), []kaov1.Snapshot{snap("s3", 300, 80), snap("s2", 200, 70), snap("s1", 100, 60)}, 2,
+			"s4,s3", "s2,s1", ""},
+		{"keys shrinking by compaction, not by half", snap("s4", 400, 50), []kaov1.Snapshot{snap("s3", 300, 80), snap("s2", 200, 90)}, 2,
+			"s4,s3", "s2", ""},
+		{"etcd wiped: three snapshots of an empty cluster", snap("e3", 30, 12), []kaov1.Snapshot{snap("e2", 20, 11), snap("e1", 10, 10), snap("good", 5000, 900), snap("old", 4000, 850)}, 2,
+			"e3,e2,good", "e1,old", "good"},
+		{"most objects deleted at a higher revision", snap("d2", 6000, 100), []kaov1.Snapshot{snap("d1", 5500, 120), snap("good", 5000, 900)}, 2,
+			"d2,d1,good", "", "good"},
+		{"the last good one is still within retention", snap("e1", 10, 10), []kaov1.Snapshot{snap("good", 5000, 900), snap("old", 4000, 850)}, 2,
+			"e1,good", "old", ""},
+		{"keys unknown (snapshots from before keys were recorded)", snap("s3", 300, 0), []kaov1.Snapshot{snap("s2", 200, 0), snap("s1", 100, 0)}, 1,
+			"s3", "s2,s1", ""},
+	} {
+		kept, dropped, held := splitRetained(tc.newest, tc.have, tc.keep)
+		heldName := ""
+		if held != nil {
+			heldName = held.Name
+		}
+		if names(kept) != tc.kept || names(dropped) != tc.dropped || heldName != tc.held {
+			t.Errorf("%s: kept %s, dropped %s, held %q; want kept %s, dropped %s, held %q",
+				tc.name, names(kept), names(dropped), heldName, tc.kept, tc.dropped, tc.held)
+		}
+	}
+}

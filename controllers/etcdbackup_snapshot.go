@@ -168,6 +168,11 @@ func (r *EtcdBackupReconciler) etcdutlFor(_ *kaov1.KarmadaDeployment, version st
 		r.ArtifactsDir, looked)}
 }
 
+// snapshotLimits bounds what one snapshot may take of the state volume.
+func (r *EtcdBackupReconciler) snapshotLimits() etcdsnapshot.Limits {
+	return etcdsnapshot.Limits{MaxBytes: r.MaxSnapshotBytes}
+}
+
 // localBackupDir is where a backup's Local snapshots and every temporary
 // snapshot file live: <state>/backups/<namespace>/<deployment>.
 func (r *EtcdBackupReconciler) localBackupDir(eb *kaov1.EtcdBackup) string {
@@ -248,14 +253,14 @@ func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdB
 	name := snapshotFileName(eb, now)
 	partial := filepath.Join(tmp, name+".partial")
 
-	saved, member, status, err := streamSnapshot(ctx, r.etcdProber(), src, etcdutl, partial)
+	saved, member, status, err := streamSnapshot(ctx, r.etcdProber(), src, etcdutl, partial, r.snapshotLimits())
 	if err != nil {
 		return nil, err
 	}
 
 	snap := kaov1.Snapshot{
 		Name: name, Size: *resource.NewQuantity(saved.Size, resource.BinarySI), SHA256: saved.SHA256,
-		Revision: status.Revision, Member: truncateString(member.Name, 253), Time: metav1.NewTime(now),
+		Revision: status.Revision, Keys: int64(status.TotalKey), Member: truncateString(member.Name, 253), Time: metav1.NewTime(now),
 	}
 	switch eb.Spec.Destination.Type {
 	case kaov1.SSHDestination:
@@ -282,7 +287,7 @@ func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdB
 // streamSnapshot streams a snapshot into the file partial from the first
 // member that gives a complete one (snapshotCandidates' order) and checks it
 // with etcdutl.
-func streamSnapshot(ctx context.Context, prober probe.EtcdProber, src *etcdSource, etcdutl, partial string) (*etcdsnapshot.Saved, probe.EtcdMember, *etcdsnapshot.Status, error) {
+func streamSnapshot(ctx context.Context, prober probe.EtcdProber, src *etcdSource, etcdutl, partial string, lim etcdsnapshot.Limits) (*etcdsnapshot.Saved, probe.EtcdMember, *etcdsnapshot.Status, error) {
 	log := ctrl.LoggerFrom(ctx)
 	candidates, err := snapshotCandidates(prober.Etcd(ctx, src.members, src.tls))
 	if err != nil {
@@ -293,7 +298,7 @@ func streamSnapshot(ctx context.Context, prober probe.EtcdProber, src *etcdSourc
 	failures := []string{}
 	for _, m := range candidates {
 		start := time.Now()
-		saved, err = etcdsnapshot.Save(ctx, m.Endpoint, src.tls, partial)
+		saved, err = etcdsnapshot.Save(ctx, m.Endpoint, src.tls, partial, lim)
 		if err == nil {
 			member = m
 			log.V(1).Info("Streamed an etcd snapshot", "member", m.Name, "bytes", saved.Size, "took", time.Since(start))

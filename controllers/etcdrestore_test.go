@@ -425,7 +425,7 @@ func takeTestSnapshot(t *testing.T, dir string) (string, string) {
 	file := filepath.Join(dir, "etcd.db")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	saved, err := etcdsnapshot.Save(ctx, c.members()[c.hosts[0].Name], c.clientTLS, file)
+	saved, err := etcdsnapshot.Save(ctx, c.members()[c.hosts[0].Name], c.clientTLS, file, etcdsnapshot.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

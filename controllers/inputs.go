@@ -83,13 +83,26 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 	if in.externalEtcd, err = r.readExternalEtcd(ctx, kd); err != nil {
 		return nil, err
 	}
+	// A deployment being deleted revokes Karmada's access in each member it
+	// has a kubeconfig for (the uninstall fails, naming the member, for one
+	// it has not); with kao.io/members-gone it needs none.
+	deleting := !kd.DeletionTimestamp.IsZero()
+	if deleting && kd.Annotations[kaov1.MembersGoneAnnotation] == "true" {
+		return in, nil
+	}
 	for i, m := range kd.Spec.Members {
 		field := fmt.Sprintf("spec.members[%d].kubeconfigSecretRef", i)
 		data, err := r.secretValue(ctx, kd.Namespace, m.KubeconfigSecretRef, field)
+		if err != nil && deleting {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		min, err := kubeconfig.Minimize(data, m.Context)
+		if err != nil && deleting {
+			continue
+		}
 		if err != nil {
 			from := fmt.Sprintf("its current-context; name another in spec.members[%d].context", i)
 			if m.Context != "" {

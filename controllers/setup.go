@@ -35,6 +35,9 @@ type Options struct {
 	// operator's rights, so whoever may write a KarmadaDeployment or the
 	// ConfigMap gets them: off unless the operator's administrator allows it.
 	ConfigMapUserRoles bool
+	// MaxSnapshotBytes is the largest etcd snapshot kao takes;
+	// etcdsnapshot.DefaultMaxBytes when zero. Free space is checked too.
+	MaxSnapshotBytes int64
 	// Policy is what the administrator lets tenants' specs ask for.
 	Policy
 

@@ -402,7 +402,7 @@ func (r *KarmadaDeploymentReconciler) backupBeforeUpgrade(ctx context.Context, k
 	name := truncateString(kd.Name, 200) + "-" + now.UTC().Format(snapshotTimeFormat) + ".db"
 	partial := filepath.Join(dir, "."+name+".partial")
 	defer func() { _ = os.Remove(partial) }()
-	saved, member, status, err := streamSnapshot(ctx, b.etcdProber(), src, etcdutl, partial)
+	saved, member, status, err := streamSnapshot(ctx, b.etcdProber(), src, etcdutl, partial, b.snapshotLimits())
 	if err != nil {
 		return nil, err
 	}

@@ -184,6 +184,10 @@ func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
 	if uid := kd.Annotations[kaov1.TakeOverFromAnnotation]; uid != "" {
 		v["kao_take_over_from"] = unsafe(uid)
 	}
+	if kd.Annotations[kaov1.MembersGoneAnnotation] == "true" {
+		// The uninstall revokes Karmada's access in no member.
+		v["kao_members_gone"] = true
+	}
 	if kd.Status.Version != "" {
 		// The deployment installed before: what it left on its hosts before
 		// kao wrote owner markers is its own.

@@ -121,6 +121,11 @@ type Snapshot struct {
 	// revision is the etcd revision the snapshot holds.
 	// +required
 	Revision int64 `json:"revision"`
+	// keys is how many keys the snapshot holds (every revision of every
+	// key), as etcdutl counts them: with revision, what retention compares
+	// to keep the last snapshot taken before etcd lost most of its data.
+	// +optional
+	Keys int64 `json:"keys,omitempty"`
 	// member is the etcd member the snapshot was taken from.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -42,6 +43,7 @@ type options struct {
 	watchNamespaces         string
 	userRolesDir            string
 	configMapUserRoles      bool
+	maxSnapshotSize         string
 	// The tenancy policy (controllers.Policy).
 	allowedArtifactPaths      string
 	allowedArtifactURLs       string
@@ -68,6 +70,7 @@ func main() {
 	flag.StringVar(&opts.userRolesDir, "user-roles-dir", "", "Directory of the operator's filesystem that user roles given by path (spec.addons.userRoles[].path) must lie under; none are run when empty.")
 	flag.BoolVar(&opts.configMapUserRoles, "configmap-user-roles", false, "Run user roles from ConfigMaps (spec.addons.userRoles[].configMapName). "+
 		"They run with the operator's rights: allow them only where whoever may write KarmadaDeployments and ConfigMaps is trusted like the operator's administrators.")
+	flag.StringVar(&opts.maxSnapshotSize, "max-snapshot-size", "8Gi", "Largest etcd snapshot kao takes (a quantity such as 8Gi); a snapshot also needs its size free on the state volume.")
 	flag.StringVar(&opts.allowedArtifactPaths, "allowed-artifact-paths", "", "Comma-separated directories of the operator's filesystem that spec.artifacts.localPath may name or lie under, besides --artifacts-dir.")
 	flag.StringVar(&opts.allowedArtifactURLs, "allowed-artifact-urls", "", "Comma-separated URL prefixes spec.artifacts.url may start with; no bundle URL is allowed when empty.")
 	flag.StringVar(&opts.allowedInClusterNS, "allowed-in-cluster-namespaces", "", "Comma-separated namespaces (path.Match patterns such as karmada-*) of the operator's own cluster that spec.hostCluster.inCluster deployments may use; none when empty.")
@@ -97,6 +100,10 @@ func run(opts options) error {
 	policy, err := tenancyPolicy(opts)
 	if err != nil {
 		return err
+	}
+	maxSnapshot, err := resource.ParseQuantity(opts.maxSnapshotSize)
+	if err != nil || maxSnapshot.Sign() <= 0 {
+		return fmt.Errorf("--max-snapshot-size must be a positive quantity such as 8Gi, got %q", opts.maxSnapshotSize)
 	}
 	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory %s: %w", opts.stateDir, err)
@@ -134,6 +141,7 @@ func run(opts options) error {
 		MaxConcurrentReconciles: opts.maxConcurrentReconciles,
 		UserRolesDir:            opts.userRolesDir,
 		ConfigMapUserRoles:      opts.configMapUserRoles,
+		MaxSnapshotBytes:        maxSnapshot.Value(),
 		Policy:                  policy,
 	})
 	if err != nil {

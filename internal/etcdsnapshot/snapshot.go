@@ -16,7 +16,9 @@ import (
 	"hash"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -80,6 +82,29 @@ func (c snapshotCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // errIdle is why a stream that stalled was cancelled.
 var errIdle = fmt.Errorf("the member sent nothing for %s", idleTimeout)
 
+// DefaultMaxBytes is the largest snapshot Save takes unless told otherwise:
+// etcd's own largest supported database (--quota-backend-bytes 8 GiB) and
+// its appended hash.
+const DefaultMaxBytes = 8<<30 + 4<<20
+
+// freeReserve is the room Save leaves on the file system beyond a
+// snapshot's expected size: a full state volume would stop every run.
+const freeReserve = 256 << 20
+
+// Limits bound what Save writes.
+type Limits struct {
+	// MaxBytes is the largest snapshot taken; DefaultMaxBytes when zero.
+	// A member whose database is larger is refused before streaming, and a
+	// stream that grows past it is cut.
+	MaxBytes int64
+}
+
+// ErrTooLarge is returned for a snapshot over Limits.MaxBytes.
+var ErrTooLarge = errors.New("the snapshot is larger than the operator takes")
+
+// ErrNoSpace is returned when the file system lacks room for a snapshot.
+var ErrNoSpace = errors.New("not enough free space for the snapshot")
+
 // Saved describes a snapshot written by Save.
 type Saved struct {
 	// Size is the file size in bytes, etcd's integrity hash included.
@@ -95,7 +120,14 @@ type Saved struct {
 // SHA-256 is computed while it is written, and the SHA-256 etcd appends to
 // the database is checked, so a stream cut short is an error, never a
 // truncated file that looks complete. On error the file is removed.
-func Save(ctx context.Context, endpoint string, tlsConfig *tls.Config, path string) (_ *Saved, err error) {
+//
+// Before it streams, Save asks the member for its database size and refuses
+// one over lim.MaxBytes, or one the file system at path has no room for
+// (with freeReserve to spare).
+func Save(ctx context.Context, endpoint string, tlsConfig *tls.Config, path string, lim Limits) (_ *Saved, err error) {
+	if lim.MaxBytes <= 0 {
+		lim.MaxBytes = DefaultMaxBytes
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            []string{endpoint},
 		TLS:                  tlsConfig,
@@ -115,10 +147,17 @@ func Save(ctx context.Context, endpoint string, tlsConfig *tls.Config, path stri
 	// for the member's status first, with a short deadline, so a member
 	// that went away since it was chosen fails fast.
 	sctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	_, err = cli.Status(sctx, endpoint)
+	st, err := cli.Status(sctx, endpoint)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("asking %s for its status: %w", endpoint, describe(ctx, err))
+	}
+	if st.DbSize > lim.MaxBytes {
+		return nil, fmt.Errorf("the database of %s is %d bytes: %w (%d bytes)", endpoint, st.DbSize, ErrTooLarge, lim.MaxBytes)
+	}
+	if free, err := freeBytes(filepath.Dir(path)); err == nil && free < st.DbSize+st.DbSize/10+freeReserve {
+		return nil, fmt.Errorf("%w: the database of %s is %d bytes, and %s has %d bytes free (kao keeps %d spare)",
+			ErrNoSpace, endpoint, st.DbSize, filepath.Dir(path), free, freeReserve)
 	}
 
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -144,7 +183,10 @@ func Save(ctx context.Context, endpoint string, tlsConfig *tls.Config, path stri
 
 	iw := newIntegrityWriter()
 	bw := bufio.NewWriterSize(io.MultiWriter(f, iw), writeBuffer)
-	n, err := io.Copy(bw, &activeReader{r: resp.Snapshot, idle: idle})
+	n, err := io.Copy(bw, io.LimitReader(&activeReader{r: resp.Snapshot, idle: idle}, lim.MaxBytes+1))
+	if err == nil && n > lim.MaxBytes {
+		err = fmt.Errorf("%w (%d bytes)", ErrTooLarge, lim.MaxBytes)
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -162,6 +204,15 @@ func Save(ctx context.Context, endpoint string, tlsConfig *tls.Config, path stri
 		return nil, fmt.Errorf("closing %s: %w", path, err)
 	}
 	return &Saved{Size: n, SHA256: sum, EtcdVersion: resp.Version}, nil
+}
+
+// freeBytes is the space an unprivileged writer may still use in dir.
+func freeBytes(dir string) (int64, error) {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return 0, err
+	}
+	return int64(fs.Bavail) * fs.Bsize, nil //nolint:gosec // G115: block counts of a real file system fit
 }
 
 // activeReader restarts the idle timer whenever data arrives.

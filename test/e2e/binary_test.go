@@ -296,7 +296,7 @@ func TestBinaryInstall(t *testing.T) {
 
 	// Members: three Push and one Pull member join through the operator;
 	// status.members and MembersReady follow Karmada's Cluster objects.
-	agent := joinMembers(t, kd, dc, kubectl)
+	agent, pushMembers := joinMembers(t, kd, dc, kubectl)
 
 	// etcd: back up, lose 200 Karmada objects, restore them
 	// (restore_test.go), on this control plane with its members joined: the
@@ -413,10 +413,17 @@ func TestBinaryInstall(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+	checkAccessRevoked(t, pushMembers, agent)
 	for _, n := range nodes {
 		out, _ := dc.Run(ctx, n.Name, "systemctl is-active karmada-etcd karmada-apiserver karmada-aggregated-apiserver kube-controller-manager karmada-controller-manager karmada-scheduler karmada-webhook; ls /etc/systemd/system/karmada-* /etc/systemd/system/kube-* 2>/dev/null && echo unit-left; test -d /var/lib/karmada-etcd && echo data-kept")
 		if strings.Contains(out, "unit-left") || !strings.Contains(out, "inactive") || !strings.Contains(out, "data-kept") {
 			t.Errorf("after deletion %s shows: %q (want the service gone and the data kept)", n.Name, out)
+		}
+		// The host is free for another deployment; the kept data still
+		// names this one (kao.io/take-over-from reuses it).
+		out, _ = dc.Run(ctx, n.Name, "test -e /etc/kao/owner && echo host-claimed; grep -l "+string(final.UID)+" /var/lib/karmada-etcd.kao-owner")
+		if strings.Contains(out, "host-claimed") || !strings.Contains(out, "/var/lib/karmada-etcd.kao-owner") {
+			t.Errorf("after deletion %s's owner markers: %q (want the host released, the kept data still marked)", n.Name, out)
 		}
 	}
 }

@@ -2,18 +2,23 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/testenv"
@@ -24,9 +29,10 @@ import (
 // checks that kao fails safely and recovers:
 //
 //   - the operator's process group is killed (SIGKILL, as when its Pod is
-//     evicted) in the middle of the install: a new operator process records
-//     the run as interrupted, runs the install again, and it completes with a
-//     consistent status;
+//     evicted) in the middle of the install, three times, each time in the
+//     run the previous operator's successor started: each new operator
+//     process records the run as interrupted and runs the install again, and
+//     the last one completes with a consistent status;
 //   - a host is powered off in the middle of a run: the run fails naming that
 //     host unreachable, the other host keeps its services running, and once
 //     the host is back the next run succeeds;
@@ -49,21 +55,28 @@ func TestInstallFaults(t *testing.T) {
 	kd.Spec.Hosts[1].Roles = []kaov1.HostRole{kaov1.ControlPlaneRole}
 	kd.Spec.SSH.ConnectTimeoutSeconds = 5
 
-	first := startOperatorProcess(t, ns, stateDir, "operator-1")
+	operator := startOperatorProcess(t, ns, stateDir, "operator-1")
 	if err := k8s.Create(ctx, kd); err != nil {
 		t.Fatal(err)
 	}
-	killed := waitForProgress(t, kd, 25, 5*time.Minute)
-	first.kill(t, stateDir)
-	t.Logf("killed the operator at %d%% of run %s (%s)", killed.Percent, killed.RunID, killed.CurrentTask)
-
-	startOperatorProcess(t, ns, stateDir, "operator-2")
-	done := waitForRunOtherThan(t, kd, killed.RunID, 8*time.Minute)
-	if last := done.Status.LastRun; last.Result != kaov1.RunSucceeded || done.Status.Progress != nil {
-		t.Fatalf("the install after the operator was killed did not complete: %+v, progress %+v", last, done.Status.Progress)
+	// Three kills, at about a fifth, a third and a half of the run each
+	// successor started.
+	killed := []string{}
+	for i, percent := range []int32{20, 35, 50} {
+		p := waitForProgressOfRun(t, kd, killed, percent, 5*time.Minute)
+		operator.kill(t, stateDir)
+		t.Logf("killed the operator at %d%% of run %s (%s)", p.Percent, p.RunID, p.CurrentTask)
+		killed = append(killed, p.RunID)
+		operator = startOperatorProcess(t, ns, stateDir, fmt.Sprintf("operator-%d", i+2))
 	}
-	if !hasEvent(t, kd, "PlaybookInterrupted", killed.RunID) {
-		t.Errorf("no PlaybookInterrupted Event names the killed run %s", killed.RunID)
+	done := waitForRunOtherThan(t, kd, killed[len(killed)-1], 8*time.Minute)
+	if last := done.Status.LastRun; last.Result != kaov1.RunSucceeded || done.Status.Progress != nil || slices.Contains(killed, last.ID) {
+		t.Fatalf("the install after the operator was killed three times did not complete: %+v, progress %+v", last, done.Status.Progress)
+	}
+	for _, id := range killed {
+		if !hasEvent(t, kd, "PlaybookInterrupted", id) {
+			t.Errorf("no PlaybookInterrupted Event names the killed run %s", id)
+		}
 	}
 	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
 
@@ -132,6 +145,155 @@ func TestInstallFaults(t *testing.T) {
 		}
 	})
 	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+
+	t.Run("another deployment on the same host", func(t *testing.T) { intruder(t, dc, kd) })
+	t.Run("three spec changes during one run", func(t *testing.T) { threeEditsInOneRun(t, dc, kd) })
+	t.Run("deleted during a run and created again", func(t *testing.T) { deleteMidRunAndRecreate(t, dc, kd) })
+}
+
+// intruder creates a second deployment on a host the first one owns: its
+// install is refused on that host before anything changes there, and its
+// deletion leaves the host to its owner.
+func intruder(t *testing.T, dc *hosts.Cluster, owner *kaov1.KarmadaDeployment) {
+	ctx := context.Background()
+	node := dc.Hosts()[0]
+	apiserverPID := mainPID(t, dc, node.Name, "karmada-apiserver")
+	other := binaryDeployment(owner.Namespace, "intruder", owner.Spec.SSH.PrivateKeySecretRef.Name, []hosts.Host{node})
+	other.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
+	other.Spec.SSH.ConnectTimeoutSeconds = 5
+	other.Spec.Etcd.Managed.PurgeDataOnDelete = true
+	if err := k8s.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	refused := waitForRun(t, other, 3*time.Minute)
+	last := refused.Status.LastRun
+	named := false
+	for _, f := range last.FailedTasks {
+		named = named || f.Host == node.Name && strings.Contains(f.Message, "belongs to another KarmadaDeployment (uid "+string(owner.UID)+")")
+	}
+	if last.Result != kaov1.RunFailed || !named {
+		t.Fatalf("a second deployment's install on %s was not refused naming the owner: %+v", node.Name, last)
+	}
+	if pid := mainPID(t, dc, node.Name, "karmada-apiserver"); pid != apiserverPID {
+		t.Errorf("the refused install restarted the owner's karmada-apiserver on %s (PID %s, was %s)", node.Name, pid, apiserverPID)
+	}
+	if err := k8s.Delete(ctx, refused); err != nil {
+		t.Fatal(err)
+	}
+	waitForDeletion(t, other, 3*time.Minute)
+	if out, _ := dc.Run(ctx, node.Name, "systemctl is-active karmada-etcd karmada-apiserver"); strings.Fields(out)[0] != "active" || strings.Fields(out)[1] != "active" {
+		t.Errorf("deleting the refused deployment stopped the owner's services on %s: %q", node.Name, out)
+	}
+	if out, _ := dc.Run(ctx, node.Name, "cat /etc/kao/owner; test -d /var/lib/karmada-etcd/member && echo data-kept"); !strings.Contains(out, string(owner.UID)) || !strings.Contains(out, "data-kept") {
+		t.Errorf("deleting the refused deployment took %s or its etcd data from its owner: %q", node.Name, out)
+	}
+	if pid := mainPID(t, dc, node.Name, "karmada-apiserver"); pid != apiserverPID {
+		t.Errorf("the refused deployment's uninstall restarted the owner's karmada-apiserver (PID %s, was %s)", pid, apiserverPID)
+	}
+}
+
+// threeEditsInOneRun changes the spec three times while one run is under
+// way: the run finishes, then exactly one more run converges the last spec.
+func threeEditsInOneRun(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment) {
+	before := get(t, kd).Status.LastRun.ID
+	since := time.Now()
+	setVerbosity := func(v string) {
+		updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+			s.Components.Scheduler.ExtraArgs = []kaov1.Arg{{Name: "v", Value: v}}
+		})
+	}
+	setVerbosity("1")
+	waitForProgressOfRunAfter(t, kd, before, 2*time.Minute)
+	running := get(t, kd).Status.Progress.RunID
+	setVerbosity("2")
+	setVerbosity("3")
+	final := get(t, kd).Generation
+	done := waitForRun(t, kd, 5*time.Minute)
+	if done.Status.LastRun.Result != kaov1.RunSucceeded || done.Status.LastRun.ID == running {
+		t.Fatalf("no successful run for the last spec after the edited run %s: %+v", running, done.Status.LastRun)
+	}
+	events := deploymentEvents(t, kd)
+	slices.SortFunc(events, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	started := []string{}
+	for _, e := range events {
+		if e.Reason == "PlaybookStarted" && e.EventTime.After(since) {
+			started = append(started, e.Note)
+		}
+	}
+	if len(started) != 2 || !strings.Contains(started[1], fmt.Sprintf("for generation %d", final)) {
+		t.Errorf("three edits during run %s started runs %q; want that run and one more, for generation %d", running, started, final)
+	}
+	for _, h := range dc.Hosts() {
+		if out, _ := dc.Run(context.Background(), h.Name, "cat /etc/systemd/system/karmada-scheduler.service"); strings.Contains(out, "karmada-scheduler") && !strings.Contains(out, "--v=3") {
+			t.Errorf("karmada-scheduler on %s does not run with the last spec's --v=3:\n%s", h.Name, out)
+		}
+	}
+}
+
+// deleteMidRunAndRecreate deletes the deployment while a run is under way:
+// the run is cancelled, the uninstall follows and nothing of the deployment
+// is left on its hosts; then a deployment of the same name, created as soon
+// as the old one is gone, installs like a new one.
+func deleteMidRunAndRecreate(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment) {
+	ctx := context.Background()
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Etcd.Managed.PurgeDataOnDelete = true })
+	waitForRun(t, kd, 5*time.Minute)
+	before := get(t, kd).Status.LastRun.ID
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+		s.Components.Scheduler.ExtraArgs = []kaov1.Arg{{Name: "v", Value: "4"}}
+	})
+	waitForProgressOfRunAfter(t, kd, before, 2*time.Minute)
+	old := get(t, kd)
+	if err := k8s.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	waitForDeletion(t, old, 5*time.Minute)
+	checkNothingLeft(t, dc, old)
+
+	again := old.DeepCopy()
+	again.ObjectMeta = metav1.ObjectMeta{Name: old.Name, Namespace: old.Namespace}
+	again.Status = kaov1.KarmadaDeploymentStatus{}
+	if err := k8s.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	installed := waitForRun(t, again, 8*time.Minute)
+	if last := installed.Status.LastRun; last.Result != kaov1.RunSucceeded || last.Playbook != "install.yml" {
+		t.Fatalf("the deployment created again under the same name did not install: %+v", last)
+	}
+	waitForCondition(t, again, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+}
+
+// waitForDeletion waits until a deployment is released.
+func waitForDeletion(t testing.TB, kd *kaov1.KarmadaDeployment, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := &kaov1.KarmadaDeployment{}
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kd), cur)
+		if apierrors.IsNotFound(err) || err == nil && cur.UID != kd.UID {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not released within %s: %v %+v", kd.Name, timeout, err, cur.Status.LastRun)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkNothingLeft checks that a deleted deployment that asked for its data
+// to be purged left nothing of kao's on its hosts: no service or unit, no
+// configuration, certificates or data, no owner marker.
+func checkNothingLeft(t testing.TB, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment) {
+	t.Helper()
+	for _, h := range kd.Spec.Hosts {
+		// The binaries stay (a later deployment checks and reuses them);
+		// everything kao configured goes.
+		out, err := dc.Run(context.Background(), h.Name, "ls -d /etc/systemd/system/karmada-* /etc/systemd/system/kube-* /var/lib/karmada-etcd* /etc/kao/owner 2>/dev/null; "+
+			"find /etc/karmada -type f 2>/dev/null; systemctl list-units --all --no-legend 'karmada-*' 'kube-*' | grep -v not-found || true")
+		if err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("after the deletion %s keeps %q (%v)", h.Name, out, err)
+		}
+	}
 }
 
 // mainPID is the main PID of a systemd service on a test host.
@@ -161,6 +323,23 @@ func waitForProgress(t testing.TB, kd *kaov1.KarmadaDeployment, percent int32, t
 			t.Fatalf("no run reached %d%% within %s: %+v", percent, timeout, cur.Status)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// waitForProgressOfRun waits until a run that is none of before is at
+// least percent done.
+func waitForProgressOfRun(t testing.TB, kd *kaov1.KarmadaDeployment, before []string, percent int32, timeout time.Duration) kaov1.RunProgress {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := get(t, kd)
+		if p := cur.Status.Progress; p != nil && !slices.Contains(before, p.RunID) && p.Percent >= percent {
+			return *p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new run reached %d%% within %s: %+v", percent, timeout, cur.Status)
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
 }
 

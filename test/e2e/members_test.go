@@ -115,8 +115,9 @@ func (a *pullAgent) template(t *testing.T, annotation string) string {
 // joinMembers starts four real member clusters on the test hosts' gateway,
 // joins three in Push mode and one in Pull mode through the operator, plays
 // the Pull member's kubelet, propagates a Deployment, and unjoins one Push
-// member by removing it from the spec. It returns the Pull member's agent.
-func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, kubectl func(args ...string) string) *pullAgent {
+// member by removing it from the spec. It returns the Pull member's agent
+// and the kubeconfig files of the two Push members still joined.
+func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, kubectl func(args ...string) string) (*pullAgent, []string) {
 	t.Helper()
 	ctx := context.Background()
 	clusters := members.Start(t, 4, members.Options{Address: dc.Gateway()})
@@ -261,5 +262,30 @@ spec:
 	if get(t, kd).Status.ReadyMembers != "3/3" {
 		t.Errorf("readyMembers after the unjoin: %q, want 3/3", get(t, kd).Status.ReadyMembers)
 	}
-	return agent
+	pushC := filepath.Join(dir, "push-c.kubeconfig")
+	if err := os.WriteFile(pushC, clusters[2].Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return agent, []string{pushB, pushC}
+}
+
+// checkAccessRevoked checks that Karmada's access left the members when
+// their control plane was deleted: no karmada-cluster namespace (with the
+// service accounts and tokens Karmada reached a Push member with) and no
+// karmada-agent or its kubeconfig (its credentials to Karmada) in the Pull
+// member.
+func checkAccessRevoked(t *testing.T, pushKubeconfigs []string, agent *pullAgent) {
+	t.Helper()
+	ctx := context.Background()
+	for _, kc := range pushKubeconfigs {
+		out, err := members.Kubectl(ctx, agent.kubectl, kc, "get", "namespace", "karmada-cluster", "--ignore-not-found", "-o", "name")
+		if err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("after the deletion a Push member keeps %q (%v): Karmada's access was not revoked", out, err)
+		}
+	}
+	out, err := members.Kubectl(ctx, agent.kubectl, agent.memberKubeconfig, "-n", "karmada-system", "get", "deployment/karmada-agent", "secret/karmada-kubeconfig",
+		"--ignore-not-found", "-o", "name")
+	if err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("after the deletion the Pull member keeps %q (%v): karmada-agent's access was not revoked", out, err)
+	}
 }

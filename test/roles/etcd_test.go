@@ -361,6 +361,31 @@ func TestEtcd(t *testing.T) {
 			t.Errorf("the uninstall removed the data although purgeDataOnDelete is false: %q, %v", out, err)
 		}
 	})
+
+	// Data kao did not put there for the deployment is neither used nor
+	// purged: another deployment's kept data, and a directory someone else
+	// filled.
+	step("refuses and never purges data it did not make", func(t *testing.T) {
+		other := etcdDeployment(hs[:1], kaov1.ManagedEtcd{Version: m.Etcd, DataDir: "/srv/karmada/etcd", PurgeDataOnDelete: true})
+		other.UID = "7a7a7a7a-0000-4000-8000-000000000002"
+		invOther := a.inventory(t, "etcd-other.json", other)
+		r := a.playbook(t, invOther, vars, install)
+		r.mustFail(t, names[0], "data directory /srv/karmada/etcd belongs to another KarmadaDeployment (uid "+roleTestUID+")")
+		a.playbook(t, invOther, vars, uninstall).mustSucceed(t, names[0])
+		if out, err := dc.Run(ctx, names[0], "test -d /srv/karmada/etcd/member && echo kept"); err != nil || strings.TrimSpace(out) != "kept" {
+			t.Errorf("another deployment's uninstall with purgeDataOnDelete removed the data: %q, %v", out, err)
+		}
+
+		if _, err := dc.Run(ctx, names[1], "mkdir -p /srv/foreign && echo precious > /srv/foreign/keep-me"); err != nil {
+			t.Fatal(err)
+		}
+		foreign := a.inventory(t, "etcd-foreign.json", etcdDeployment(hs[1:2], kaov1.ManagedEtcd{Version: m.Etcd, DataDir: "/srv/foreign", PurgeDataOnDelete: true}))
+		a.playbook(t, foreign, vars, install).mustFail(t, names[1], "data directory /srv/foreign exists and holds data that kao did not put there")
+		a.playbook(t, foreign, vars, uninstall).mustSucceed(t, names[1])
+		if out, err := dc.Run(ctx, names[1], "cat /srv/foreign/keep-me; systemctl is-active karmada-etcd"); !strings.Contains(out, "precious") || strings.Contains(out, "\nactive") {
+			t.Errorf("the refused install or its uninstall touched /srv/foreign or started etcd: %q, %v", out, err)
+		}
+	})
 }
 
 // checkHealthy requires every member in hs to answer a health check from

@@ -394,6 +394,18 @@ func (r run) mustSucceed(t testing.TB, want ...string) {
 	}
 }
 
+// mustFail fails t unless the run failed on host with a message containing
+// msg.
+func (r run) mustFail(t testing.TB, host, msg string) {
+	t.Helper()
+	if r.err == nil || r.recap[host].Failed == 0 {
+		t.Fatalf("the run did not fail on %s (%+v)\n%s", host, r.recap[host], r.out)
+	}
+	if !strings.Contains(r.out, msg) {
+		t.Fatalf("the run failed on %s without saying %q:\n%s", host, msg, r.out)
+	}
+}
+
 // etcdctl runs the bundle's etcdctl on this machine against endpoints with
 // the health-check client certificate.
 func etcdctl(ctx context.Context, bin, pki string, endpoints []string, args ...string) (string, error) {
