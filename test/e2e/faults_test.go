@@ -404,8 +404,9 @@ type operatorProcess struct {
 
 // startOperatorProcess builds cmd/manager once and runs it for one
 // namespace with the repository's playbooks, roles and bundle; its log goes
-// to the test's temporary directory under name.
-func startOperatorProcess(t *testing.T, ns, stateDir, name string) *operatorProcess {
+// to the test's temporary directory under name. extra flags come last and
+// win (--playbook-dir=... runs other playbooks).
+func startOperatorProcess(t *testing.T, ns, stateDir, name string, extra ...string) *operatorProcess {
 	t.Helper()
 	root := testenv.RepoRoot()
 	managerOnce.Do(func() {
@@ -444,6 +445,7 @@ func startOperatorProcess(t *testing.T, ns, stateDir, name string) *operatorProc
 		"--health-probe-bind-address=0",
 		"--max-concurrent-reconciles=2",
 		"--run-timeout=10m")
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
