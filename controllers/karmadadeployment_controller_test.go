@@ -434,3 +434,49 @@ func TestRecreatedDeploymentIsANewObject(t *testing.T) {
 		}
 	}
 }
+
+// TestStateSweepCleansWhatCrashesAndDeletionsLeft: a new leader removes,
+// before any run, every run's secret files (a run removes its own when it
+// ends: any left belong to a process that crashed) and the run directories
+// and fact caches of deployments that no longer exist; a live deployment's
+// runs and facts, and every backup, stay.
+func TestStateSweepCleansWhatCrashesAndDeletionsLeft(t *testing.T) {
+	ns := newNamespace(t)
+	live := newDeployment(t, ns, "live", true)
+	stateDir := t.TempDir()
+	gone := "5f0c1e2a-0000-4000-8000-00000000dead"
+	files := map[string]bool{ // path → kept
+		filepath.Join(runsDir(stateDir, live.UID), "run-1", "ansible.log"):                true,
+		filepath.Join(runsDir(stateDir, live.UID), "run-1", "secrets", "ssh_key"):         false,
+		filepath.Join(factsDir(stateDir, live.UID), "node-1"):                             true,
+		filepath.Join(stateDir, "runs", gone, "run-1", "ansible.log"):                     false,
+		filepath.Join(stateDir, "facts", gone, "node-1"):                                  false,
+		filepath.Join(stateDir, "runs", "5f0c1e2a", "run-0", "ansible.log"):               false, // a short name of an older kao
+		filepath.Join(stateDir, "backups", ns, "live", "nightly-20260101T000000Z.db"):     true,
+		filepath.Join(stateDir, "backups", ns, "gone", "nightly-20260101T000000Z.db"):     true,
+		filepath.Join(stateDir, restoresDir, "00000000-0000-4000-8000-0000000000ff", "x"): false,
+	}
+	for p := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newStateSweep(stateDir, k8s)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	default:
+		t.Fatal("the sweep did not say it is done: the run trackers would wait for ever")
+	}
+	for p, kept := range files {
+		_, err := os.Stat(p)
+		if exists := err == nil; exists != kept {
+			t.Errorf("%s: exists %v after the sweep, want %v", p, exists, kept)
+		}
+	}
+}
