@@ -82,7 +82,8 @@ func (r *KarmadaDeploymentReconciler) fetchArtifacts(ctx context.Context, kd *ka
 	if r.StateDir == "" {
 		return nil, &inputError{"spec.artifacts.url needs the operator's --state-dir to mirror the bundle into"}
 	}
-	m, err := bundle.New(rawURL, filepath.Join(r.StateDir, artifactsCacheDir), bundle.Options{SumsSHA256: kd.Spec.Artifacts.SHA256Sums})
+	m, err := bundle.New(rawURL, filepath.Join(r.StateDir, artifactsCacheDir),
+		bundle.Options{SumsSHA256: kd.Spec.Artifacts.SHA256Sums, AllowRedirect: r.Policy.allowsURL})
 	if err != nil {
 		return nil, &inputError{fmt.Sprintf("spec.artifacts.url: %v", err)} // never quotes the URL's credentials
 	}
@@ -137,7 +138,7 @@ func (r *KarmadaDeploymentReconciler) observedArtifacts(kd *kaov1.KarmadaDeploym
 	if r.StateDir == "" {
 		return nil, &inputError{"spec.artifacts.url needs the operator's --state-dir to mirror the bundle into"}
 	}
-	dir, err := bundle.CacheDir(filepath.Join(r.StateDir, artifactsCacheDir), rawURL)
+	dir, err := bundle.CacheDir(filepath.Join(r.StateDir, artifactsCacheDir), rawURL, kd.Spec.Artifacts.SHA256Sums)
 	if err != nil {
 		return nil, &inputError{fmt.Sprintf("spec.artifacts.url: %v", err)}
 	}

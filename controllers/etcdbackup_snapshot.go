@@ -141,12 +141,12 @@ func snapshotCandidates(h probe.EtcdHealth) ([]probe.EtcdMember, error) {
 // Never from spec.artifacts: a tenant chooses that bundle, and the operator
 // runs only programs an administrator installed (its image, its
 // --artifacts-dir). A tenant's bundle provides files for the tenant's hosts.
-func (r *EtcdBackupReconciler) etcdutlFor(_ *kaov1.KarmadaDeployment, version string) (string, error) {
+func (r *EtcdBackupReconciler) etcdutlFor(version string) (string, error) {
 	if r.ArtifactsDir == "" {
 		return "", &inputError{"the operator has no --artifacts-dir bundle to take etcdutl from, which checks every snapshot: its administrator must set one"}
 	}
 	versions := []string{}
-	if version != "" {
+	if bundleVersion.MatchString(version) { // a spec's version; the API checked it, an older CRD may not have
 		versions = append(versions, version)
 	}
 	data, err := os.ReadFile(filepath.Join(r.ArtifactsDir, bundle.ManifestFile))
@@ -228,7 +228,7 @@ func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdB
 	if r.StateDir == "" {
 		return nil, &inputError{"the operator runs without --state-dir: there is no place to write snapshots"}
 	}
-	etcdutl, err := r.etcdutlFor(kd, src.version)
+	etcdutl, err := r.etcdutlFor(src.version)
 	if err != nil {
 		return nil, err
 	}

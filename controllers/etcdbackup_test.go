@@ -441,29 +441,26 @@ func freeTCPPort(t *testing.T) int {
 }
 
 // TestEtcdutlComesOnlyFromTheOperatorsBundle: the program that checks
-// snapshots is the operator's own. A tenant's bundle (spec.artifacts) with
-// an etcdutl in it is never run, even when the operator's bundle lacks one.
+// snapshots is the operator's own (etcdutlFor does not even see the
+// deployment, whose bundle a tenant chooses), for the asked etcd version or
+// the bundle's default; without one the error names the operator's bundle.
 func TestEtcdutlComesOnlyFromTheOperatorsBundle(t *testing.T) {
-	tenant := backupBundle(t, true)
-	kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{Artifacts: kaov1.ArtifactsSpec{LocalPath: tenant}}}
 	own := backupBundle(t, true)
 	r := &EtcdBackupReconciler{Options: Options{ArtifactsDir: own}}
-	bin, err := r.etcdutlFor(kd, testEtcdVersion)
+	bin, err := r.etcdutlFor(testEtcdVersion)
 	if err != nil || bin != filepath.Join(own, "etcd", testEtcdVersion, "bin", "etcdutl") {
 		t.Errorf("etcdutl from %q (%v), want the operator's bundle %s", bin, err, own)
 	}
-	// A version the operator's bundle lacks: its default etcd reads it.
-	if bin, err := r.etcdutlFor(kd, "v3.5.21"); err != nil || !strings.HasPrefix(bin, own) {
-		t.Errorf("etcdutl for another version from %q (%v), want the operator's default", bin, err)
+	// A version the operator's bundle lacks, or none: its default etcd reads it.
+	for _, v := range []string{"v3.5.21", "", "$(reboot)"} {
+		if bin, err := r.etcdutlFor(v); err != nil || bin != filepath.Join(own, "etcd", testEtcdVersion, "bin", "etcdutl") {
+			t.Errorf("etcdutl for version %q from %q (%v), want the operator's default", v, bin, err)
+		}
 	}
 	for _, o := range []Options{{ArtifactsDir: backupBundle(t, false)}, {}} {
 		r := &EtcdBackupReconciler{Options: o}
-		bin, err := r.etcdutlFor(kd, testEtcdVersion)
-		if err == nil || strings.HasPrefix(bin, tenant) {
-			t.Fatalf("etcdutl %q taken without the operator's bundle having one", bin)
-		}
-		if !strings.Contains(err.Error(), "--artifacts-dir") || strings.Contains(err.Error(), tenant) {
-			t.Errorf("the error does not say the operator's bundle lacks etcdutl: %v", err)
+		if bin, err := r.etcdutlFor(testEtcdVersion); err == nil || !strings.Contains(err.Error(), "--artifacts-dir") {
+			t.Errorf("without etcdutl in the operator's bundle: %q, %v; want an error naming --artifacts-dir", bin, err)
 		}
 	}
 }

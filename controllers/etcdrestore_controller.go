@@ -158,6 +158,9 @@ type restoreScope struct {
 func (r *EtcdRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	er := &kaov1.EtcdRestore{}
 	if err := r.Client.Get(ctx, req.NamespacedName, er); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.runs.objectGone(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("EtcdRestore", klog.KObj(er)))
@@ -469,7 +472,11 @@ func (r *EtcdRestoreReconciler) reconcileDelete(ctx context.Context, s *restoreS
 		return err
 	}
 	controllerutil.RemoveFinalizer(er, FinalizerName)
-	return client.IgnoreNotFound(r.Client.Update(ctx, er))
+	if err := r.Client.Update(ctx, er); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	r.runs.forget(er)
+	return nil
 }
 
 // recordInterruptedRun closes a run that a previous operator process started

@@ -82,7 +82,7 @@ func (r *EtcdRestoreReconciler) verifiedSnapshot(ctx context.Context, er *kaov1.
 	if m := kd.Spec.Etcd.Managed; m != nil {
 		version = m.Version
 	}
-	etcdutl, err := r.backupReader().etcdutlFor(kd, version)
+	etcdutl, err := r.backupReader().etcdutlFor(version)
 	if err != nil {
 		return nil, "", err
 	}

@@ -426,13 +426,20 @@ func pickNodeAddress(nodes []corev1.Node, previous string) string {
 // StatefulSet's volume claim template is named "data".
 const etcdClaimPrefix = "data-"
 
+// deploymentNamespaceAnnotation records, on what kao claims in a host
+// cluster, the namespace of the deployment that owns it: only a deployment
+// of the same namespace may take it over.
+const deploymentNamespaceAnnotation = "kao.io/deployment-namespace"
+
 // claimEtcdVolumes makes sure the claims the etcd StatefulSet will bind, by
-// name, are this deployment's: each one that exists must carry its UID. One
-// that another deployment left (its UID) is taken over only with the
-// annotation kao.io/take-over-from naming that deployment, and is then
-// labelled with this one's; one kao did not make is refused. So a
-// deployment never starts on another's etcd data by accident, and the
-// uninstall, which purges by UID, never deletes a claim it did not make.
+// name, are this deployment's: each one that exists must carry its UID (and
+// gets its namespace recorded). One that another deployment of the same
+// namespace left is taken over only with the annotation
+// kao.io/take-over-from naming that deployment, and is then labelled with
+// this one's UID; one of another namespace's deployment, or one kao did not
+// make, is refused. So a deployment never starts on another's etcd data by
+// accident, and the uninstall, which purges by UID, never deletes a claim
+// it did not make.
 func claimEtcdVolumes(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster) error {
 	m := kd.Spec.Etcd.Managed
 	if m == nil || (m.Storage.Type != "" && m.Storage.Type != kaov1.PVCStorage) {
@@ -449,20 +456,48 @@ func claimEtcdVolumes(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *host
 		case err != nil:
 			return hostClusterError("reading PersistentVolumeClaim "+hc.namespace+"/"+name, err)
 		}
-		owner := pvc.Labels[DeploymentUIDLabel]
+		owner, ownerNS := pvc.Labels[DeploymentUIDLabel], pvc.Annotations[deploymentNamespaceAnnotation]
 		switch {
+		case owner == string(kd.UID) && ownerNS == kd.Namespace:
+			continue
 		case owner == string(kd.UID):
 		case owner == "":
 			return &inputError{msg: fmt.Sprintf("PersistentVolumeClaim %s/%s in the host cluster was not made by kao, and etcd's StatefulSet would use it: "+
 				"kao neither uses nor deletes it; choose another spec.hostCluster.namespace or remove the claim", hc.namespace, name)}
+		case ownerNS != kd.Namespace:
+			return &inputError{msg: fmt.Sprintf("PersistentVolumeClaim %s/%s in the host cluster holds the etcd data of a KarmadaDeployment of another namespace: "+
+				"kao neither uses nor deletes it; choose another spec.hostCluster.namespace", hc.namespace, name)}
 		case owner != takeOver:
 			return &inputError{msg: fmt.Sprintf("PersistentVolumeClaim %s/%s in the host cluster holds the etcd data of another KarmadaDeployment (uid %s): "+
 				"to start on that data, annotate this deployment %s=%s; to start empty, delete the claim", hc.namespace, name, owner, kaov1.TakeOverFromAnnotation, owner)}
-		default:
-			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, DeploymentUIDLabel, kd.UID)
-			if _, err := claims.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
-				return hostClusterError("taking over PersistentVolumeClaim "+hc.namespace+"/"+name, err)
-			}
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`, DeploymentUIDLabel, kd.UID, deploymentNamespaceAnnotation, kd.Namespace)
+		if _, err := claims.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+			return hostClusterError("claiming PersistentVolumeClaim "+hc.namespace+"/"+name, err)
+		}
+	}
+	return nil
+}
+
+// recordEtcdClaimsNamespace records the deployment's namespace on the etcd
+// claims it owns (its UID) that do not say it yet.
+func recordEtcdClaimsNamespace(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster) error {
+	m := kd.Spec.Etcd.Managed
+	if m == nil || (m.Storage.Type != "" && m.Storage.Type != kaov1.PVCStorage) {
+		return nil
+	}
+	claims := hc.client.CoreV1().PersistentVolumeClaims(hc.namespace)
+	list, err := claims.List(ctx, metav1.ListOptions{LabelSelector: DeploymentUIDLabel + "=" + string(kd.UID)})
+	if err != nil {
+		return hostClusterError("listing the etcd claims", err)
+	}
+	for _, pvc := range list.Items {
+		if pvc.Annotations[deploymentNamespaceAnnotation] == kd.Namespace {
+			continue
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, deploymentNamespaceAnnotation, kd.Namespace)
+		if _, err := claims.Patch(ctx, pvc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+			return hostClusterError("recording the namespace of PersistentVolumeClaim "+hc.namespace+"/"+pvc.Name, err)
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -334,5 +335,80 @@ func TestManagedEtcdMembers(t *testing.T) {
 	}}
 	if got := managedEtcdMembers(binary); !maps.Equal(got, map[string]string{"e1": "https://10.0.0.1:2379"}) {
 		t.Errorf("Binary members %v", got)
+	}
+}
+
+// TestClaimEtcdVolumes: a deployment starts on etcd claims it made, takes
+// over those a deleted deployment of its own namespace left only when
+// kao.io/take-over-from names that deployment, and never uses claims of
+// another namespace's deployment or claims kao did not make; a refusal names
+// no deployment of another namespace.
+func TestClaimEtcdVolumes(t *testing.T) {
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mine, old, stranger = "11111111-0000-4000-8000-000000000001", "22222222-0000-4000-8000-000000000002", "33333333-0000-4000-8000-000000000003"
+	const pvcName = "data-karmada-etcd-0"
+	// claim makes the claim of etcd's first member in a new host namespace.
+	claim := func(hostNS string, labels, annotations map[string]string) {
+		t.Helper()
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: pvcName, Namespace: hostNS, Labels: labels, Annotations: annotations},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+		if _, err := cs.CoreV1().PersistentVolumeClaims(hostNS).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		takeOver    string
+		// want is part of the refusal; "" takes the claim.
+		want string
+	}{
+		{"no claim yet", nil, nil, "", ""},
+		{"this deployment's", map[string]string{DeploymentUIDLabel: mine}, map[string]string{deploymentNamespaceAnnotation: "team-a"}, "", ""},
+		{"a claim kao did not make", map[string]string{"app": "other"}, nil, "", "was not made by kao"},
+		{"a deleted deployment's of the namespace", map[string]string{DeploymentUIDLabel: old}, map[string]string{deploymentNamespaceAnnotation: "team-a"}, "",
+			"holds the etcd data of another KarmadaDeployment (uid " + old + "): to start on that data, annotate this deployment kao.io/take-over-from=" + old},
+		{"taken over", map[string]string{DeploymentUIDLabel: old}, map[string]string{deploymentNamespaceAnnotation: "team-a"}, old, ""},
+		{"another namespace's deployment's", map[string]string{DeploymentUIDLabel: stranger}, map[string]string{deploymentNamespaceAnnotation: "team-b"}, stranger,
+			"holds the etcd data of a KarmadaDeployment of another namespace"},
+	} {
+		hostNS := newNamespace(t)
+		if tc.labels != nil || tc.annotations != nil {
+			claim(hostNS, tc.labels, tc.annotations)
+		}
+		kd := &kaov1.KarmadaDeployment{ObjectMeta: metav1.ObjectMeta{Name: "dc1", Namespace: "team-a", UID: mine, Annotations: map[string]string{}},
+			Spec: kaov1.KarmadaDeploymentSpec{
+				Mode: kaov1.ContainerizedMode, HostCluster: &kaov1.HostClusterSpec{Namespace: hostNS},
+				Etcd: kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
+			}}
+		if tc.takeOver != "" {
+			kd.Annotations[kaov1.TakeOverFromAnnotation] = tc.takeOver
+		}
+		hc := &hostCluster{client: cs, namespace: hostNS}
+		err := claimEtcdVolumes(ctx, kd, hc)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want a refusal saying %q", tc.name, err, tc.want)
+		case err != nil && strings.Contains(err.Error(), stranger):
+			t.Errorf("%s: the refusal names another namespace's deployment: %v", tc.name, err)
+		}
+		if tc.want == "" && tc.labels != nil {
+			pvc, err := cs.CoreV1().PersistentVolumeClaims(hostNS).Get(ctx, pvcName, metav1.GetOptions{})
+			if err != nil || pvc.Labels[DeploymentUIDLabel] != mine || pvc.Annotations[deploymentNamespaceAnnotation] != "team-a" {
+				t.Errorf("%s: the claim is not this deployment's now: %v %v (%v)", tc.name, pvc.Labels, pvc.Annotations, err)
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -45,19 +46,25 @@ type runInputs struct {
 	host *hostCluster
 }
 
+// missingSecretError is the inputError of a Secret, or a key of it, that
+// is not there.
+type missingSecretError struct{ *inputError }
+
+func (e missingSecretError) Unwrap() error { return e.inputError }
+
 // secretValue reads one key of a Secret in the deployment's namespace. field
 // is the spec path of the reference, for the error message.
 func (r *KarmadaDeploymentReconciler) secretValue(ctx context.Context, ns string, ref kaov1.SecretKeyReference, field string) ([]byte, error) {
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &inputError{fmt.Sprintf("Secret %s/%s named in %s does not exist", ns, ref.Name, field)}
+			return nil, missingSecretError{&inputError{fmt.Sprintf("Secret %s/%s named in %s does not exist", ns, ref.Name, field)}}
 		}
 		return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, ref.Name, err)
 	}
 	data, ok := secret.Data[ref.Key]
 	if !ok || len(data) == 0 {
-		return nil, &inputError{fmt.Sprintf("Secret %s/%s has no key %q named in %s", ns, ref.Name, ref.Key, field)}
+		return nil, missingSecretError{&inputError{fmt.Sprintf("Secret %s/%s has no key %q named in %s", ns, ref.Name, ref.Key, field)}}
 	}
 	return data, nil
 }
@@ -65,6 +72,9 @@ func (r *KarmadaDeploymentReconciler) secretValue(ctx context.Context, ns string
 // gatherInputs reads every Secret a run of this deployment needs.
 func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov1.KarmadaDeployment) (*runInputs, error) {
 	in := &runInputs{kubeconfigs: map[string][]byte{}}
+	if err := r.checkTakeOver(ctx, kd); err != nil {
+		return nil, err
+	}
 	var err error
 	if ssh := kd.Spec.SSH; ssh != nil {
 		if in.sshKey, err = r.secretValue(ctx, kd.Namespace, ssh.PrivateKeySecretRef, "spec.ssh.privateKeySecretRef"); err != nil {
@@ -90,48 +100,81 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 	if deleting && kd.Annotations[kaov1.MembersGoneAnnotation] == "true" {
 		return in, nil
 	}
+	inSpec := map[string]bool{}
 	for i, m := range kd.Spec.Members {
-		field := fmt.Sprintf("spec.members[%d].kubeconfigSecretRef", i)
-		data, err := r.secretValue(ctx, kd.Namespace, m.KubeconfigSecretRef, field)
-		if err != nil && deleting {
-			continue
-		}
-		if err != nil {
+		inSpec[m.Name] = true
+		min, err := r.memberKubeconfig(ctx, kd, m.KubeconfigSecretRef, m.Context, i)
+		switch {
+		case err == nil:
+			in.addKubeconfig(m.Name, min)
+		case !deleting:
 			return nil, err
 		}
-		min, err := kubeconfig.Minimize(data, m.Context)
-		if err != nil && deleting {
-			continue
-		}
-		if err != nil {
-			from := fmt.Sprintf("its current-context; name another in spec.members[%d].context", i)
-			if m.Context != "" {
-				from = fmt.Sprintf("spec.members[%d].context", i)
-			}
-			return nil, &inputError{fmt.Sprintf("Secret %s/%s key %q named in %s: %v (context from %s)",
-				kd.Namespace, m.KubeconfigSecretRef.Name, m.KubeconfigSecretRef.Key, field, err, from)}
-		}
-		in.addKubeconfig(m.Name, min)
 	}
 	// Members leaving spec.members are cleaned up with the kubeconfig they
-	// joined with, if it still exists, checked like any other.
+	// joined with, checked like any other; without it (the Secret is gone)
+	// only Karmada's side is.
 	for _, m := range kd.Status.Members {
-		ref := m.KubeconfigSecretRef
-		if _, inSpec := in.kubeconfigs[m.Name]; inSpec || ref == nil {
+		if inSpec[m.Name] || m.KubeconfigSecretRef == nil {
 			continue
 		}
-		data, err := r.secretValue(ctx, kd.Namespace, *ref, "status.members")
-		if err != nil {
-			continue // gone: the unjoin cleans Karmada's side only
+		min, err := r.memberKubeconfig(ctx, kd, *m.KubeconfigSecretRef, "", -1)
+		switch {
+		case err == nil:
+			in.addKubeconfig(m.Name, min)
+		case deleting || errors.As(err, &missingSecretError{}):
+		default:
+			return nil, err
 		}
-		min, err := kubeconfig.Minimize(data, "")
-		if err != nil {
-			return nil, &inputError{fmt.Sprintf("Secret %s/%s key %q, the kubeconfig member %s joined with (status.members), cannot be used to unjoin it: %v",
-				kd.Namespace, ref.Name, ref.Key, m.Name, err)}
-		}
-		in.addKubeconfig(m.Name, min)
 	}
 	return in, nil
+}
+
+// checkTakeOver refuses kao.io/take-over-from naming a deployment that
+// still exists: only what a deleted deployment left may be taken over.
+// (The owner markers and claims further refuse one of another namespace.)
+func (r *KarmadaDeploymentReconciler) checkTakeOver(ctx context.Context, kd *kaov1.KarmadaDeployment) error {
+	uid := kd.Annotations[kaov1.TakeOverFromAnnotation]
+	if uid == "" {
+		return nil
+	}
+	all := &kaov1.KarmadaDeploymentList{}
+	if err := r.Client.List(ctx, all); err != nil {
+		return fmt.Errorf("listing KarmadaDeployments: %w", err)
+	}
+	for _, other := range all.Items {
+		if string(other.UID) == uid {
+			return &inputError{fmt.Sprintf("%s names a KarmadaDeployment that still exists: only what a deleted deployment left can be taken over",
+				kaov1.TakeOverFromAnnotation)}
+		}
+	}
+	return nil
+}
+
+// memberKubeconfig reads and minimizes a member's kubeconfig: spec.members[i]'s,
+// or with i < 0 the one status.members recorded for a member that left.
+func (r *KarmadaDeploymentReconciler) memberKubeconfig(ctx context.Context, kd *kaov1.KarmadaDeployment, ref kaov1.SecretKeyReference, context string, i int) (*kubeconfig.Minimal, error) {
+	field := "status.members"
+	if i >= 0 {
+		field = fmt.Sprintf("spec.members[%d].kubeconfigSecretRef", i)
+	}
+	data, err := r.secretValue(ctx, kd.Namespace, ref, field)
+	if err != nil {
+		return nil, err
+	}
+	min, err := kubeconfig.Minimize(data, context)
+	if err != nil {
+		from := "its current-context"
+		switch {
+		case i >= 0 && context != "":
+			from = fmt.Sprintf("spec.members[%d].context", i)
+		case i >= 0:
+			from = fmt.Sprintf("its current-context; name another in spec.members[%d].context", i)
+		}
+		return nil, &inputError{fmt.Sprintf("Secret %s/%s key %q named in %s: %v (context from %s)",
+			kd.Namespace, ref.Name, ref.Key, field, err, from)}
+	}
+	return min, nil
 }
 
 // addKubeconfig keeps a member's minimal kubeconfig for the run, and its

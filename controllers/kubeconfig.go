@@ -55,7 +55,14 @@ func (r *KarmadaDeploymentReconciler) exportKubeconfig(ctx context.Context, kd *
 		}
 	case err != nil:
 		return fmt.Errorf("reading Secret %s: %w", key, err)
-	case !bytes.Equal(secret.Data[KubeconfigKey], data) || ownedByAnother(secret, kd):
+	default:
+		stale, err := ownedByAnother(secret, kd)
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(secret.Data[KubeconfigKey], data) && !stale {
+			break
+		}
 		secret.Data = map[string][]byte{KubeconfigKey: data}
 		if err := claimSecret(secret, kd, r.Client.Scheme()); err != nil {
 			return err
@@ -69,12 +76,24 @@ func (r *KarmadaDeploymentReconciler) exportKubeconfig(ctx context.Context, kd *
 }
 
 // ownedByAnother tells whether a Secret kao keeps for a deployment was made
-// for another KarmadaDeployment: one of the same name that was deleted,
-// whose Secrets the garbage collector has not removed yet. A Secret without
-// kao's label is one a user made for the deployment to adopt.
-func ownedByAnother(secret *corev1.Secret, kd *kaov1.KarmadaDeployment) bool {
+// for another KarmadaDeployment of the same name, which was deleted (the
+// garbage collector has not removed its Secrets yet): then the deployment
+// takes it over as new. A Secret without kao's label is one a user made for
+// the deployment to adopt. One owned by a deployment of another name (two
+// long names that agree up to where kao cuts them) is an error: it is not
+// this deployment's to take.
+func ownedByAnother(secret *corev1.Secret, kd *kaov1.KarmadaDeployment) (bool, error) {
 	uid := secret.Labels[DeploymentUIDLabel]
-	return uid != "" && uid != string(kd.UID)
+	if uid == "" || uid == string(kd.UID) {
+		return false, nil
+	}
+	for _, ref := range secret.OwnerReferences {
+		if ref.Kind == "KarmadaDeployment" && ref.Name != kd.Name {
+			return false, &inputError{fmt.Sprintf("Secret %s/%s belongs to KarmadaDeployment %s: rename this deployment",
+				secret.Namespace, secret.Name, ref.Name)}
+		}
+	}
+	return true, nil
 }
 
 // claimSecret labels a Secret with the deployment's UID and makes the

@@ -139,8 +139,8 @@ func (r *KarmadaDeploymentReconciler) readPKI(ctx context.Context, kd *kaov1.Kar
 	if err := r.APIReader.Get(ctx, key, secret); err != nil {
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
-	if ownedByAnother(secret, kd) {
-		return nil, fmt.Errorf("Secret %s belongs to a deleted KarmadaDeployment of the same name", key)
+	if stale, err := ownedByAnother(secret, kd); err != nil || stale {
+		return nil, fmt.Errorf("Secret %s is not this deployment's: it belongs to another KarmadaDeployment", key)
 	}
 	return pki.Bundle(secret.Data), nil
 }
@@ -160,7 +160,10 @@ func (r *KarmadaDeploymentReconciler) ensurePKI(ctx context.Context, kd *kaov1.K
 		exists = false
 		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
 	}
-	stale := ownedByAnother(secret, kd)
+	stale, err := ownedByAnother(secret, kd)
+	if err != nil {
+		return nil, err
+	}
 	if stale {
 		// A deployment of the same name that was deleted left it (the
 		// garbage collector has not removed it yet): its certificates are

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
@@ -75,25 +76,65 @@ func isOrUnder(p, dir string) bool {
 // Over plain http it also asks what the API asks (an older CRD may not):
 // no credentials, and a pinned SHA256SUMS.
 func (p Policy) checkURL(rawURL, sums string) error {
-	u := bundle.Redact(rawURL)
-	if parsed, err := url.Parse(rawURL); err == nil && parsed.Scheme == "http" {
-		if parsed.User != nil {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return &inputError{"spec.artifacts.url is not a valid URL"}
+	}
+	if u.Scheme == "http" {
+		if u.User != nil {
 			return &inputError{"spec.artifacts.url sends credentials over plain http: serve the bundle over https"}
 		}
 		if sums == "" {
 			return &inputError{"an http:// spec.artifacts.url needs spec.artifacts.sha256sums, the SHA-256 of the bundle's SHA256SUMS: over plain http nothing else vouches for the files (or serve the bundle over https)"}
 		}
 	}
-	for _, prefix := range p.ArtifactURLs {
-		allowed := bundle.Redact(prefix)
-		if allowed != "" && u != "" && (u == allowed || strings.HasPrefix(u, strings.TrimSuffix(allowed, "/")+"/")) {
-			return nil
-		}
-	}
 	if len(p.ArtifactURLs) == 0 {
 		return &inputError{"spec.artifacts.url: the operator's administrator allows no bundle URL (--allowed-artifact-urls): use the operator's bundle, or ask for the URL to be allowed"}
 	}
-	return &inputError{fmt.Sprintf("spec.artifacts.url %s starts with none of the prefixes the operator's administrator allows (--allowed-artifact-urls)", u)}
+	if p.allowsURL(u) {
+		return nil
+	}
+	return &inputError{fmt.Sprintf("spec.artifacts.url %s starts with none of the prefixes the operator's administrator allows (--allowed-artifact-urls)", bundle.Redact(rawURL))}
+}
+
+// allowsURL tells whether u starts with an allowed prefix: the same scheme
+// and host, and a path that is the prefix's path or lies under it, segment
+// by segment. A path with . or .. segments (plain or escaped) is never
+// allowed: a web server would resolve them out of the prefix.
+func (p Policy) allowsURL(u *url.URL) bool {
+	segments, ok := urlSegments(u)
+	if !ok {
+		return false
+	}
+	for _, raw := range p.ArtifactURLs {
+		prefix, err := url.Parse(raw)
+		if err != nil || !strings.EqualFold(prefix.Scheme, u.Scheme) || !strings.EqualFold(prefix.Host, u.Host) {
+			continue
+		}
+		want, ok := urlSegments(prefix)
+		if ok && len(segments) >= len(want) && slices.Equal(segments[:len(want)], want) {
+			return true
+		}
+	}
+	return false
+}
+
+// urlSegments splits a URL's unescaped path into its non-empty segments;
+// false when one of them is . or .., or the path does not unescape.
+func urlSegments(u *url.URL) ([]string, bool) {
+	raw := u.EscapedPath()
+	out := []string{}
+	for _, seg := range strings.Split(raw, "/") {
+		if seg == "" {
+			continue
+		}
+		plain, err := url.PathUnescape(seg)
+		if err != nil || plain == "." || plain == ".." || strings.Contains(plain, "/") || strings.Contains(plain, "\\") {
+			return nil, false
+		}
+		out = append(out, plain)
+	}
+	return out, true
 }
 
 // checkInCluster refuses what a deployment may not ask of the operator's
@@ -127,10 +168,11 @@ func (p Policy) checkInCluster(kd *kaov1.KarmadaDeployment) error {
 // tolerationsField names the first spec field that sets tolerations, or "".
 func tolerationsField(kd *kaov1.KarmadaDeployment) string {
 	s := kd.Spec
-	fields := []struct {
+	type field struct {
 		name string
 		n    int
-	}{
+	}
+	fields := []field{
 		{"spec.apiServer.tolerations", len(s.APIServer.Tolerations)},
 		{"spec.components.aggregatedAPIServer.tolerations", len(s.Components.AggregatedAPIServer.Tolerations)},
 		{"spec.components.kubeControllerManager.tolerations", len(s.Components.KubeControllerManager.Tolerations)},
@@ -139,23 +181,12 @@ func tolerationsField(kd *kaov1.KarmadaDeployment) string {
 		{"spec.components.webhook.tolerations", len(s.Components.Webhook.Tolerations)},
 	}
 	if m := s.Etcd.Managed; m != nil {
-		fields = append(fields, struct {
-			name string
-			n    int
-		}{"spec.etcd.managed.tolerations", len(m.Tolerations)})
+		fields = append(fields, field{"spec.etcd.managed.tolerations", len(m.Tolerations)})
 	}
-	for _, a := range []struct {
-		name string
-		spec *kaov1.AddonSpec
-	}{
-		{"spec.addons.search", s.Addons.Search}, {"spec.addons.descheduler", s.Addons.Descheduler},
-		{"spec.addons.metricsAdapter", s.Addons.MetricsAdapter}, {"spec.addons.schedulerEstimator", s.Addons.SchedulerEstimator},
-	} {
-		if a.spec != nil {
-			fields = append(fields, struct {
-				name string
-				n    int
-			}{a.name + ".tolerations", len(a.spec.Tolerations)})
+	addons := []*kaov1.AddonSpec{s.Addons.Search, s.Addons.Descheduler, s.Addons.MetricsAdapter, s.Addons.SchedulerEstimator}
+	for i, name := range []string{"search", "descheduler", "metricsAdapter", "schedulerEstimator"} {
+		if a := addons[i]; a != nil {
+			fields = append(fields, field{"spec.addons." + name + ".tolerations", len(a.Tolerations)})
 		}
 	}
 	for _, f := range fields {

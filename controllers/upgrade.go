@@ -388,7 +388,7 @@ func (r *KarmadaDeploymentReconciler) backupBeforeUpgrade(ctx context.Context, k
 	if err != nil {
 		return nil, err
 	}
-	etcdutl, err := b.etcdutlFor(kd, src.version)
+	etcdutl, err := b.etcdutlFor(src.version)
 	if err != nil {
 		return nil, err
 	}

@@ -198,16 +198,24 @@ func Build(kd *kaov1.KarmadaDeployment, opts Options) (*Inventory, error) {
 	}
 
 	joined := map[string]kaov1.MemberStatus{}
+	// reached are the members kao gave Karmada access to: joined, or
+	// handed an agent certificate (a Pull agent may not have registered).
+	reached := map[string]bool{}
 	for _, m := range kd.Status.Members {
 		if m.Joined {
 			joined[m.Name] = m
 		}
+		reached[m.Name] = m.Joined || m.AgentCertificateNotAfter != nil
 	}
 	inSpec := map[string]bool{}
 	for _, m := range kd.Spec.Members {
 		inSpec[m.Name] = true
 		host := MemberHost(m.Name)
 		inv.hostVars[host] = specMemberVars(m, opts)
+		if reached[m.Name] {
+			// The uninstall revokes Karmada's access in it.
+			inv.hostVars[host]["kao_member_revoke"] = true
+		}
 		inv.add(GroupMembers, host)
 		st, isJoined := joined[m.Name]
 		if !isJoined || m.SyncMode == kaov1.PullSyncMode && !agentCertificateDelivered(kd, st, opts) {
@@ -220,6 +228,7 @@ func Build(kd *kaov1.KarmadaDeployment, opts Options) (*Inventory, error) {
 		}
 		host := MemberHost(m.Name)
 		inv.hostVars[host] = statusMemberVars(m, opts)
+		inv.hostVars[host]["kao_member_revoke"] = true
 		inv.add(GroupMembersUnjoin, host)
 	}
 

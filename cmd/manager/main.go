@@ -24,6 +24,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/controllers"
+	"github.com/kao-io/kao/internal/etcdsnapshot"
 )
 
 // options are the manager's command-line settings.
@@ -70,7 +71,8 @@ func main() {
 	flag.StringVar(&opts.userRolesDir, "user-roles-dir", "", "Directory of the operator's filesystem that user roles given by path (spec.addons.userRoles[].path) must lie under; none are run when empty.")
 	flag.BoolVar(&opts.configMapUserRoles, "configmap-user-roles", false, "Run user roles from ConfigMaps (spec.addons.userRoles[].configMapName). "+
 		"They run with the operator's rights: allow them only where whoever may write KarmadaDeployments and ConfigMaps is trusted like the operator's administrators.")
-	flag.StringVar(&opts.maxSnapshotSize, "max-snapshot-size", "8Gi", "Largest etcd snapshot kao takes (a quantity such as 8Gi); a snapshot also needs its size free on the state volume.")
+	flag.StringVar(&opts.maxSnapshotSize, "max-snapshot-size", resource.NewQuantity(etcdsnapshot.DefaultMaxBytes, resource.BinarySI).String(),
+		"Largest etcd snapshot kao takes (a quantity; the default is etcd's largest database and its hash); a snapshot also needs its size free on the state volume.")
 	flag.StringVar(&opts.allowedArtifactPaths, "allowed-artifact-paths", "", "Comma-separated directories of the operator's filesystem that spec.artifacts.localPath may name or lie under, besides --artifacts-dir.")
 	flag.StringVar(&opts.allowedArtifactURLs, "allowed-artifact-urls", "", "Comma-separated URL prefixes spec.artifacts.url may start with; no bundle URL is allowed when empty.")
 	flag.StringVar(&opts.allowedInClusterNS, "allowed-in-cluster-namespaces", "", "Comma-separated namespaces (path.Match patterns such as karmada-*) of the operator's own cluster that spec.hostCluster.inCluster deployments may use; none when empty.")

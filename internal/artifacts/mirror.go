@@ -73,6 +73,9 @@ type Options struct {
 	// and components is trusted without a request; DefaultFreshFor when
 	// zero, never when negative. Files are still checked on disk.
 	FreshFor time.Duration
+	// AllowRedirect, when set, must accept every URL a redirect leads to
+	// (the mirror already keeps redirects on the bundle's host and scheme).
+	AllowRedirect func(*url.URL) bool
 	// SumsSHA256 pins the bundle: the hex SHA-256 its SHA256SUMS must have.
 	// Over plain http nothing else vouches for the files, which
 	// SHA256SUMS lists with their checksums; "" trusts the server (https).
@@ -104,7 +107,8 @@ type Result struct {
 	IndexFetched bool
 }
 
-// New prepares a mirror of the bundle at rawURL in CacheDir(cacheRoot, rawURL).
+// New prepares a mirror of the bundle at rawURL in
+// CacheDir(cacheRoot, rawURL, o.SumsSHA256).
 // Its errors never quote the URL's credentials.
 func New(rawURL, cacheRoot string, o Options) (*Mirror, error) {
 	base, user, err := parseURL(rawURL)
@@ -127,17 +131,19 @@ func New(rawURL, cacheRoot string, o Options) (*Mirror, error) {
 	return &Mirror{
 		base:   base,
 		user:   user,
-		dir:    filepath.Join(root, cacheKey(base)),
-		client: newClient(base, o.RootCAs),
+		dir:    filepath.Join(root, cacheKey(base, o.SumsSHA256)),
+		client: newClient(base, o.RootCAs, o.AllowRedirect),
 		opts:   o,
 	}, nil
 }
 
-// CacheDir is the directory under cacheRoot that New mirrors rawURL into:
-// named by the sha256 of the URL without its credentials, so that the same
-// bundle is mirrored once whoever asks for it and a credential leaves no
-// trace in a path. It makes no request.
-func CacheDir(cacheRoot, rawURL string) (string, error) {
+// CacheDir is the directory under cacheRoot that New mirrors rawURL,
+// pinned by pin (Options.SumsSHA256, "" for none), into: named by the
+// sha256 of the URL without its credentials and of the pin, so that the
+// same bundle is mirrored once whoever asks for it, a credential leaves no
+// trace in a path, and a mirror checked against one pin is never read as
+// checked against another. It makes no request.
+func CacheDir(cacheRoot, rawURL, pin string) (string, error) {
 	base, _, err := parseURL(rawURL)
 	if err != nil {
 		return "", err
@@ -146,7 +152,7 @@ func CacheDir(cacheRoot, rawURL string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("mirror root %s: %w", cacheRoot, err)
 	}
-	return filepath.Join(root, cacheKey(base)), nil
+	return filepath.Join(root, cacheKey(base, pin)), nil
 }
 
 // Redact returns rawURL without credentials, for messages; "" if it does not parse.
@@ -187,15 +193,19 @@ func parseURL(rawURL string) (*url.URL, *url.Userinfo, error) {
 	return u, user, nil
 }
 
-func cacheKey(base *url.URL) string {
-	sum := sha256.Sum256([]byte(base.String()))
+func cacheKey(base *url.URL, pin string) string {
+	key := base.String()
+	if pin != "" {
+		key += "\x00" + strings.ToLower(pin)
+	}
+	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])[:cacheKeyLen]
 }
 
 // newClient returns a client with bounded connects and header waits, no
 // transparent decompression (the bytes checked are the bytes served) and
 // redirects only to the bundle's own host, never from https to http.
-func newClient(base *url.URL, roots *x509.CertPool) *http.Client {
+func newClient(base *url.URL, roots *x509.CertPool, allow func(*url.URL) bool) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
@@ -215,6 +225,10 @@ func newClient(base *url.URL, roots *x509.CertPool) *http.Client {
 				// Scheme and host only: a Location header may carry credentials too.
 				return fmt.Errorf("refusing a redirect to %s://%s: the bundle must be served from %s://%s",
 					req.URL.Scheme, req.URL.Host, base.Scheme, base.Host)
+			}
+			if allow != nil && !allow(req.URL) {
+				return fmt.Errorf("refusing a redirect to %s://%s%s: it leaves the URLs the bundle may come from",
+					req.URL.Scheme, req.URL.Host, req.URL.EscapedPath())
 			}
 			return nil
 		},

@@ -527,7 +527,7 @@ func TestArtifactsSyncNeverShowsCredentials(t *testing.T) {
 			root := t.TempDir()
 			rawURL := tt.url(strings.TrimPrefix(srv.URL, "http://"))
 			m, err := New(rawURL, root, Options{})
-			dir, dirErr := CacheDir(root, rawURL)
+			dir, dirErr := CacheDir(root, rawURL, "")
 			if err == nil {
 				if dirErr != nil || dir != m.Dir() {
 					t.Errorf("CacheDir returned %s, %v; the mirror is in %s", dir, dirErr, m.Dir())
@@ -624,23 +624,27 @@ func TestArtifactsSyncGivesUpWaitingWithItsContext(t *testing.T) {
 }
 
 func TestArtifactsCacheDir(t *testing.T) {
-	a, err := CacheDir("/var/lib/kao/artifacts", "https://bundles.dc1:8443/kao/")
+	a, err := CacheDir("/var/lib/kao/artifacts", "https://bundles.dc1:8443/kao/", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := CacheDir("/var/lib/kao/artifacts", "https://bob:pw@bundles.dc1:8443/kao")
+	b, err := CacheDir("/var/lib/kao/artifacts", "https://bob:pw@bundles.dc1:8443/kao", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := CacheDir("/var/lib/kao/artifacts", "https://bundles.dc1:8443/other/")
+	c, err := CacheDir("/var/lib/kao/artifacts", "https://bundles.dc1:8443/other/", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a != b || a == c || filepath.Dir(a) != "/var/lib/kao/artifacts" || len(filepath.Base(a)) != cacheKeyLen {
-		t.Errorf("cache directories %s, %s (with credentials, no trailing slash), %s (another path)", a, b, c)
+	pinned, err := CacheDir("/var/lib/kao/artifacts", "https://bundles.dc1:8443/kao/", strings.Repeat("0", 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || a == c || a == pinned || filepath.Dir(a) != "/var/lib/kao/artifacts" || len(filepath.Base(a)) != cacheKeyLen {
+		t.Errorf("cache directories %s, %s (with credentials, no trailing slash), %s (another path), %s (pinned)", a, b, c, pinned)
 	}
 	for _, bad := range []string{"ftp://bundles.dc1/kao", "http:///kao", "https://bundles.dc1/kao#x", "mailto:x@y"} {
-		if _, err := CacheDir("/var/lib/kao/artifacts", bad); err == nil {
+		if _, err := CacheDir("/var/lib/kao/artifacts", bad, ""); err == nil {
 			t.Errorf("%s: want an error", bad)
 		}
 	}

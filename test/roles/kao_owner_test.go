@@ -56,7 +56,7 @@ func TestKaoOwner(t *testing.T) {
 	data := filepath.Join(dir, "karmada-etcd")
 	marker := data + ".kao-owner"
 	claim := func(uid string, extra map[string]any) map[string]any {
-		args := map[string]any{"kind": "directory", "path": data, "uid": uid}
+		args := map[string]any{"kind": "directory", "path": data, "uid": uid, "namespace": "team-a"}
 		for k, v := range extra {
 			args[k] = v
 		}
@@ -88,6 +88,12 @@ func TestKaoOwner(t *testing.T) {
 	}
 	expect("another deployment's claim", kaoOwner(t, claim(theirs, nil), false), true, false, "other",
 		"belongs to another KarmadaDeployment (uid "+mine+")")
+	// Another namespace's deployment learns nothing and takes nothing over.
+	stranger := kaoOwner(t, claim(theirs, map[string]any{"namespace": "team-b", "take_over_from": mine}), false)
+	expect("another namespace's take-over", stranger, true, false, "other", "belongs to a KarmadaDeployment of another namespace")
+	if strings.Contains(stranger.Msg, mine) || stranger.OtherUID != "" {
+		t.Errorf("the refusal of another namespace names the owner: %+v", stranger)
+	}
 	expect("a take-over naming someone else", kaoOwner(t, claim(theirs, map[string]any{"take_over_from": theirs}), false), true, false, "other", "kao.io/take-over-from="+mine)
 	expect("a take-over naming the owner", kaoOwner(t, claim(theirs, map[string]any{"take_over_from": mine}), false), false, true, "other", "")
 	expect("the old owner's query", kaoOwner(t, claim(mine, map[string]any{"state": "query"}), false), false, false, "other", "")
@@ -111,7 +117,7 @@ func TestKaoOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	host := func(uid string, extra map[string]any) map[string]any {
-		args := map[string]any{"kind": "host", "marker": hostMarker, "uid": uid, "footprints": []string{unit, filepath.Join(dir, "karmada-etcd.service")}}
+		args := map[string]any{"kind": "host", "marker": hostMarker, "uid": uid, "namespace": "team-a", "footprints": []string{unit, filepath.Join(dir, "karmada-etcd.service")}}
 		for k, v := range extra {
 			args[k] = v
 		}

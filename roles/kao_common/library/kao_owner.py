@@ -39,7 +39,9 @@ options:
     type: str
     required: true
   namespace:
-    description: The deployment's namespace, recorded in the marker for the host's administrator.
+    description: >-
+      The deployment's namespace, recorded in the marker. A deployment of another namespace is never named in a
+      message and never taken over.
     type: str
     default: ""
   name:
@@ -47,7 +49,9 @@ options:
     type: str
     default: ""
   take_over_from:
-    description: A deployment UID whose targets this deployment may take over (the annotation kao.io/take-over-from).
+    description: >-
+      A deployment UID whose targets this deployment may take over (the annotation kao.io/take-over-from); only a
+      deployment of the same I(namespace) can be taken over.
     type: str
     default: ""
   footprints:
@@ -75,13 +79,14 @@ owner:
   type: str
   returned: always
 other_uid:
-  description: The UID the marker names when the owner is another deployment.
+  description: The UID the marker names when the owner is another deployment of the same namespace.
   type: str
-  returned: when owner is other
+  returned: when owner is other and in I(namespace)
 """
 
 import json
 import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
@@ -90,17 +95,24 @@ HOST_MARKER = "/etc/kao/owner"
 
 
 def _read_marker(path):
+    """Return (uid, namespace) of a marker, None when there is none.
+
+    A marker kao cannot read still says somebody claimed the target: its uid
+    is then "unreadable".
+    """
     try:
         with open(path, "r") as f:
             data = f.read()
     except FileNotFoundError:
         return None
     try:
-        uid = json.loads(data).get("uid", "")
+        record = json.loads(data)
+        uid, namespace = record.get("uid", ""), record.get("namespace", "")
     except (ValueError, AttributeError):
-        uid = ""
-    # A marker kao cannot read still says somebody claimed the target.
-    return uid if isinstance(uid, str) and uid else "unreadable"
+        uid, namespace = "", ""
+    if not isinstance(uid, str) or not uid:
+        return "unreadable", ""
+    return uid, namespace if isinstance(namespace, str) else ""
 
 
 def _has_data(path):
@@ -116,11 +128,17 @@ def _write_marker(path, record):
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
-    os.chmod(tmp, 0o644)
-    os.rename(tmp, path)
+    # A fresh temporary file (never one that someone placed there), renamed
+    # over the marker.
+    fd, tmp = tempfile.mkstemp(prefix=".kao-owner-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def main():
@@ -151,7 +169,8 @@ def main():
         marker, what = p["marker"] or p["path"] + ".kao-owner", "data directory " + p["path"]
         found = [p["path"]] if _has_data(p["path"]) else []
 
-    current = _read_marker(marker)
+    record = _read_marker(marker)
+    current, current_ns = record if record is not None else (None, "")
     if current == uid:
         owner = "self"
     elif current is not None:
@@ -161,7 +180,10 @@ def main():
     else:
         owner = "none"
     result = dict(changed=False, owner=owner, marker=marker)
-    if owner == "other":
+    # Another namespace's deployment is not named: a tenant learns nothing
+    # about other tenants' deployments from a refusal.
+    same_namespace = current_ns != "" and current_ns == p["namespace"]
+    if owner == "other" and same_namespace:
         result["other_uid"] = current
 
     state = p["state"]
@@ -177,15 +199,21 @@ def main():
                     module.fail_json(msg="removing %s: %s" % (marker, to_native(e)), **result)
         module.exit_json(**result)
 
-    # state == present
-    taking_over = owner == "other" and p["take_over_from"] and current == p["take_over_from"]
+    # state == present. A deployment takes over only what a deployment of
+    # its own namespace left (kao.io/take-over-from names it).
+    taking_over = owner == "other" and same_namespace and p["take_over_from"] and current == p["take_over_from"]
     if owner == "other" and not taking_over:
-        module.fail_json(
-            msg="%s belongs to another KarmadaDeployment (uid %s): kao changes nothing there. If that deployment is "
-            "gone for good, annotate this one kao.io/take-over-from=%s, or remove %s on the host"
-            % (what, current, current, marker),
-            **result
-        )
+        if current == "unreadable":
+            msg = "%s has an owner marker kao cannot read (%s): kao changes nothing there" % (what, marker)
+        elif same_namespace:
+            msg = (
+                "%s belongs to another KarmadaDeployment (uid %s): kao changes nothing there. If that deployment is "
+                "gone for good, annotate this one kao.io/take-over-from=%s, or remove %s on the host"
+                % (what, current, current, marker)
+            )
+        else:
+            msg = "%s belongs to a KarmadaDeployment of another namespace: kao changes nothing there" % what
+        module.fail_json(msg=msg, **result)
     if owner == "unmarked" and not p["legacy"]:
         if p["kind"] == "host":
             msg = (
