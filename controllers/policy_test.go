@@ -61,6 +61,14 @@ func TestPolicyAllowsOnlyListedBundleURLs(t *testing.T) {
 		{"https://bundles.dc1.example/kaopy", "", "starts with none of the prefixes"},
 		{"https://bundles.dc1.example.evil/kao", "", "starts with none of the prefixes"},
 		{"https://169.254.169.254/latest/meta-data", "", "starts with none of the prefixes"},
+		// Dot segments, plain or escaped, that a web server would resolve out
+		// of the prefix.
+		{"https://bundles.dc1.example/kao/../other", "", "starts with none of the prefixes"},
+		{"https://bundles.dc1.example/kao/%2e%2e/other", "", "starts with none of the prefixes"},
+		{"https://bundles.dc1.example/kao/..%2fother", "", "starts with none of the prefixes"},
+		{"https://bundles.dc1.example/kao/./v1", "", "starts with none of the prefixes"},
+		{"https://BUNDLES.dc1.example/kao/v1", "", ""},
+		{"https://bundles.dc1.example:8443/kao/v1", "", "starts with none of the prefixes"},
 		{"http://10.0.0.5:8080/kao", pin, ""},
 		{"http://10.0.0.5:8080/kao", "", "needs spec.artifacts.sha256sums"},
 		{"http://ops:pw@10.0.0.5:8080/kao", pin, "sends credentials over plain http"},
