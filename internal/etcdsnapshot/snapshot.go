@@ -53,7 +53,7 @@ const (
 // snapshot message: etcd sends 32 KiB of data per message, a few bytes more
 // with framing, which gRPC's default tiers put in a 1 MiB buffer that it
 // zeroes for every message. That zeroing cost more CPU than the SHA-256
-// (measured with BenchmarkSnapshot).
+// (docs/benchmarks.md).
 var snapshotBufferPool = mem.NewTieredBufferPool(256, 4<<10, 16<<10, 32<<10, 33<<10, 64<<10, 1<<20)
 
 // snapshotCodec is gRPC's proto codec, except that it assembles a message

@@ -208,7 +208,6 @@ func (c *churn) act(s *churnSlot) string {
 		return "delete " + s.name
 	case 4:
 		c.delete(s)
-		c.waitGone(s.deleted[len(s.deleted)-1])
 		c.create(s)
 		return "delete " + s.name + " and create it again at once"
 	default:
@@ -218,7 +217,12 @@ func (c *churn) act(s *churnSlot) string {
 	}
 }
 
+// create makes the slot's deployment, as soon as the API server takes it:
+// once a deletion of the same name is complete.
 func (c *churn) create(s *churnSlot) {
+	for _, gone := range s.deleted {
+		c.waitGone(gone)
+	}
 	kd := binaryDeployment(c.ns, s.name, "churn-ssh", []hosts.Host{s.host})
 	kd.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
 	kd.Spec.SSH.ConnectTimeoutSeconds = 5
