@@ -234,6 +234,18 @@ func backupBundle(t *testing.T, withEtcdutl bool) string {
 	return dir
 }
 
+// tenantBundle makes a bundle like backupBundle's whose etcdutl is a
+// program that writes marker and fails: what a tenant's bundle could hold.
+func tenantBundle(t *testing.T, marker string) string {
+	t.Helper()
+	dir := backupBundle(t, false)
+	script := "#!/bin/sh\ntouch " + marker + "\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "etcd", testEtcdVersion, "bin", "etcdutl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // binaryDeployment creates a Binary KarmadaDeployment on the cluster's
 // hosts with its PKI Secret, as kao leaves them after an install;
 // installed says whether status.observedGeneration shows a finished install.
