@@ -406,6 +406,17 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 		}
 		kubeconfigRef = exported.Status.KubeconfigSecretRef
 	}
+	// The claims etcd's StatefulSet made in this run get the namespace that
+	// may take them over recorded (claimEtcdVolumes checks it before runs).
+	if res.Outcome == runner.Succeeded && kd.Spec.Mode == kaov1.ContainerizedMode && playbook != uninstallPlaybook {
+		hc, err := r.hostCluster(finalCtx, kd)
+		if err == nil {
+			err = recordEtcdClaimsNamespace(finalCtx, kd, hc)
+		}
+		if err != nil {
+			log.Error(err, "Recording the namespace of the etcd claims")
+		}
+	}
 	now := r.Clock.Now()
 	err := status.update(finalCtx, kd, func(cur *kaov1.KarmadaDeployment) {
 		cur.Status.Progress = nil

@@ -51,11 +51,6 @@ func (r *KarmadaDeploymentReconciler) observeContainerized(ctx context.Context, 
 	if err != nil {
 		return unknown(err.Error())
 	}
-	// Claims etcd's StatefulSet made since the last run get the namespace
-	// that may take them over recorded (claimEtcdVolumes does it before runs).
-	if err := recordEtcdClaimsNamespace(ctx, kd, hc); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Recording the namespace of the etcd claims")
-	}
 	admin, err := clientTLS(bundle, "ca.crt", "admin-client")
 	if err != nil {
 		return unknown(err.Error())

@@ -589,7 +589,7 @@ func checkGolden(t *testing.T, hc *hostcluster.Cluster, kd *kaov1.KarmadaDeploym
 
 // normalize renders an object as YAML without what the server or the run
 // decides: metadata it manages, status, allocated addresses and ports, the
-// deployment's UID, config hashes, Secret values.
+// deployment's UID and namespace, config hashes, Secret values.
 func normalize(t testing.TB, o *unstructured.Unstructured, kd *kaov1.KarmadaDeployment) string {
 	t.Helper()
 	obj := o.DeepCopy().Object
@@ -636,6 +636,7 @@ func normalize(t testing.TB, o *unstructured.Unstructured, kd *kaov1.KarmadaDepl
 		t.Fatal(err)
 	}
 	s := strings.ReplaceAll(string(out), string(kd.UID), "<deployment-uid>")
+	s = strings.ReplaceAll(s, "kao.io/deployment-namespace: "+kd.Namespace, "kao.io/deployment-namespace: <deployment-namespace>")
 	s = configHash.ReplaceAllString(s, "kao.io/config-hash: <hash>")
 	return s
 }
