@@ -94,9 +94,13 @@ func backupAndRestore(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployme
 		t.Fatal(err)
 	}
 	failed := waitForRestore(t, refused, 2*time.Minute)
-	if c := meta.FindStatusCondition(failed.Status.Conditions, kaov1.RestoreSucceededCondition); failed.Status.Phase != kaov1.RestoreFailed ||
-		c == nil || c.Status != metav1.ConditionFalse || c.Reason != kaov1.ChecksumMismatchReason || !strings.Contains(c.Message, snap.SHA256) {
+	c := meta.FindStatusCondition(failed.Status.Conditions, kaov1.RestoreSucceededCondition)
+	if failed.Status.Phase != kaov1.RestoreFailed ||
+		c == nil || c.Status != metav1.ConditionFalse || c.Reason != kaov1.ChecksumMismatchReason || !strings.Contains(c.Message, strings.Repeat("0", 64)) {
 		t.Fatalf("a restore with the wrong sha256 was not refused as a checksum mismatch: %+v", failed.Status)
+	}
+	if strings.Contains(c.Message, snap.SHA256) {
+		t.Errorf("the refusal tells the file's real sha256: %s", c.Message)
 	}
 	if failed.Status.LastRun != nil {
 		t.Errorf("a refused restore ran a playbook: %+v", failed.Status.LastRun)
