@@ -76,14 +76,14 @@ func (r *KarmadaDeploymentReconciler) fetchArtifacts(ctx context.Context, kd *ka
 	if rawURL == "" {
 		return r.localArtifacts(kd)
 	}
-	if err := r.Policy.checkURL(rawURL, kd.Spec.Artifacts.SHA256Sums); err != nil {
+	if err := r.checkURL(rawURL, kd.Spec.Artifacts.SHA256Sums); err != nil {
 		return nil, err
 	}
 	if r.StateDir == "" {
 		return nil, &inputError{"spec.artifacts.url needs the operator's --state-dir to mirror the bundle into"}
 	}
 	m, err := bundle.New(rawURL, filepath.Join(r.StateDir, artifactsCacheDir),
-		bundle.Options{SumsSHA256: kd.Spec.Artifacts.SHA256Sums, AllowRedirect: r.Policy.allowsURL})
+		bundle.Options{SumsSHA256: kd.Spec.Artifacts.SHA256Sums, AllowRedirect: r.allowsURL})
 	if err != nil {
 		return nil, &inputError{fmt.Sprintf("spec.artifacts.url: %v", err)} // never quotes the URL's credentials
 	}
@@ -132,7 +132,7 @@ func (r *KarmadaDeploymentReconciler) observedArtifacts(kd *kaov1.KarmadaDeploym
 	if rawURL == "" {
 		return r.localArtifacts(kd)
 	}
-	if err := r.Policy.checkURL(rawURL, kd.Spec.Artifacts.SHA256Sums); err != nil {
+	if err := r.checkURL(rawURL, kd.Spec.Artifacts.SHA256Sums); err != nil {
 		return nil, err
 	}
 	if r.StateDir == "" {
@@ -151,7 +151,7 @@ func (r *KarmadaDeploymentReconciler) localArtifacts(kd *kaov1.KarmadaDeployment
 	src := bundleSource{where: kd.Spec.Artifacts.LocalPath, field: "spec.artifacts.localPath"}
 	if src.where == "" {
 		src = bundleSource{where: r.ArtifactsDir, field: "the operator's --artifacts-dir"}
-	} else if err := r.Policy.checkLocalPath(src.where, r.ArtifactsDir); err != nil {
+	} else if err := r.checkLocalPath(src.where, r.ArtifactsDir); err != nil {
 		return nil, err
 	}
 	if src.where == "" {

@@ -198,7 +198,7 @@ func (r *EtcdBackupReconciler) reconcileNormal(ctx context.Context, s *backupSco
 	}
 	var res *snapshotResult
 	if err == nil {
-		res, err = r.takeSnapshot(ctx, eb, kd, src, now)
+		res, err = r.takeSnapshot(ctx, eb, src, now)
 	}
 	end := r.Clock.Now() // a snapshot takes a while
 	next := d.next

@@ -222,7 +222,7 @@ func (r *EtcdBackupReconciler) sshTarget(ctx context.Context, eb *kaov1.EtcdBack
 // takeSnapshot takes one snapshot of the deployment's etcd, checks it with
 // etcdutl and stores it at the destination. Every failure names its cause
 // and never quotes secret material.
-func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdBackup, kd *kaov1.KarmadaDeployment, src *etcdSource, now time.Time) (*snapshotResult, error) {
+func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdBackup, src *etcdSource, now time.Time) (*snapshotResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	if r.StateDir == "" {

@@ -137,7 +137,7 @@ func (r *KarmadaDeploymentReconciler) hostCluster(ctx context.Context, kd *kaov1
 	hc := &hostCluster{namespace: hostNamespace(kd), dnsDomain: hostDNSDomain(kd), inCluster: spec.InCluster}
 	var cfg *clientcmdapi.Config
 	if spec.InCluster {
-		if err := r.Policy.checkInCluster(kd); err != nil {
+		if err := r.checkInCluster(kd); err != nil {
 			return nil, err
 		}
 		if r.InClusterConfig == nil {

@@ -140,7 +140,7 @@ func (r *KarmadaDeploymentReconciler) readPKI(ctx context.Context, kd *kaov1.Kar
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
 	if stale, err := ownedByAnother(secret, kd); err != nil || stale {
-		return nil, fmt.Errorf("Secret %s is not this deployment's: it belongs to another KarmadaDeployment", key)
+		return nil, fmt.Errorf("the certificates' Secret %s is not this deployment's: it belongs to another KarmadaDeployment", key)
 	}
 	return pki.Bundle(secret.Data), nil
 }

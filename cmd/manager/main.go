@@ -181,7 +181,7 @@ func tenancyPolicy(opts options) (controllers.Policy, error) {
 	}
 	for _, ns := range p.InClusterNamespaces {
 		if _, err := path.Match(ns, ""); err != nil {
-			return p, fmt.Errorf("--allowed-in-cluster-namespaces: %q is not a pattern: %v", ns, err)
+			return p, fmt.Errorf("--allowed-in-cluster-namespaces: %q is not a pattern: %w", ns, err)
 		}
 	}
 	return p, nil

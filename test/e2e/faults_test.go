@@ -157,7 +157,10 @@ func TestInstallFaults(t *testing.T) {
 func intruder(t *testing.T, dc *hosts.Cluster, owner *kaov1.KarmadaDeployment) {
 	ctx := context.Background()
 	node := dc.Hosts()[0]
-	apiserverPID := mainPID(t, dc, node.Name, "karmada-apiserver")
+	pids := map[string]string{}
+	for _, svc := range []string{"karmada-etcd", "karmada-apiserver"} {
+		pids[svc] = mainPID(t, dc, node.Name, svc)
+	}
 	other := binaryDeployment(owner.Namespace, "intruder", owner.Spec.SSH.PrivateKeySecretRef.Name, []hosts.Host{node})
 	other.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
 	other.Spec.SSH.ConnectTimeoutSeconds = 5
@@ -174,8 +177,10 @@ func intruder(t *testing.T, dc *hosts.Cluster, owner *kaov1.KarmadaDeployment) {
 	if last.Result != kaov1.RunFailed || !named {
 		t.Fatalf("a second deployment's install on %s was not refused naming the owner: %+v", node.Name, last)
 	}
-	if pid := mainPID(t, dc, node.Name, "karmada-apiserver"); pid != apiserverPID {
-		t.Errorf("the refused install restarted the owner's karmada-apiserver on %s (PID %s, was %s)", node.Name, pid, apiserverPID)
+	for svc, was := range pids {
+		if pid := mainPID(t, dc, node.Name, svc); pid != was {
+			t.Errorf("the refused install restarted the owner's %s on %s (PID %s, was %s)", svc, node.Name, pid, was)
+		}
 	}
 	if err := k8s.Delete(ctx, refused); err != nil {
 		t.Fatal(err)
@@ -187,8 +192,10 @@ func intruder(t *testing.T, dc *hosts.Cluster, owner *kaov1.KarmadaDeployment) {
 	if out, _ := dc.Run(ctx, node.Name, "cat /etc/kao/owner; test -d /var/lib/karmada-etcd/member && echo data-kept"); !strings.Contains(out, string(owner.UID)) || !strings.Contains(out, "data-kept") {
 		t.Errorf("deleting the refused deployment took %s or its etcd data from its owner: %q", node.Name, out)
 	}
-	if pid := mainPID(t, dc, node.Name, "karmada-apiserver"); pid != apiserverPID {
-		t.Errorf("the refused deployment's uninstall restarted the owner's karmada-apiserver (PID %s, was %s)", pid, apiserverPID)
+	for svc, was := range pids {
+		if pid := mainPID(t, dc, node.Name, svc); pid != was {
+			t.Errorf("the refused deployment's uninstall restarted the owner's %s (PID %s, was %s)", svc, pid, was)
+		}
 	}
 }
 
@@ -308,22 +315,6 @@ func mainPID(t testing.TB, dc *hosts.Cluster, host, service string) string {
 		t.Fatalf("%s does not run on %s", service, host)
 	}
 	return pid
-}
-
-// waitForProgress waits until a run of the deployment is at least percent done.
-func waitForProgress(t testing.TB, kd *kaov1.KarmadaDeployment, percent int32, timeout time.Duration) kaov1.RunProgress {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		cur := get(t, kd)
-		if p := cur.Status.Progress; p != nil && p.Percent >= percent {
-			return *p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no run reached %d%% within %s: %+v", percent, timeout, cur.Status)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }
 
 // waitForProgressOfRun waits until a run that is none of before is at
