@@ -51,6 +51,7 @@ type etcdCluster struct {
 // startEtcdCluster starts n TLS etcd members on 127.x.y.1..n, ports 2379 and
 // 2380, and waits until they elect a leader.
 func startEtcdCluster(t *testing.T, n int) *etcdCluster {
+	requireEnv(t) // its binaries come from the API server's assets
 	t.Helper()
 	bin, err := testenv.AssetsDir()
 	if err != nil {
@@ -360,6 +361,7 @@ func backupCondition(eb *kaov1.EtcdBackup, t string) metav1.Condition {
 // The operator's own bundle (--artifacts-dir) gives etcdutl unless o names one.
 func startBackupOperator(t *testing.T, ns string, o Options) {
 	t.Helper()
+	requireEnv(t)
 	if o.ArtifactsDir == "" {
 		o.ArtifactsDir = backupBundle(t, true)
 	}

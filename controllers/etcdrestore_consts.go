@@ -13,10 +13,6 @@ import "time"
 // hand to let the deployment run again.
 const RestoreInProgressAnnotation = "kao.io/restore-in-progress"
 
-// etcdRestorePlaybook is the entry playbook of a restore, relative to the
-// playbook directory.
-const etcdRestorePlaybook = "etcd-restore.yml"
-
 const (
 	// restoreWaitRequeueAfter is how often a restore waiting for something
 	// kao does not watch (a Secret, the bundle, a snapshot being written)

@@ -445,6 +445,7 @@ func testPlaybookDir(t *testing.T) string {
 // The operator's own bundle (--artifacts-dir) gives etcdutl unless o names one.
 func startRestoreOperator(t *testing.T, ns string, o Options) {
 	t.Helper()
+	requireEnv(t)
 	if o.ArtifactsDir == "" {
 		o.ArtifactsDir = backupBundle(t, true)
 	}

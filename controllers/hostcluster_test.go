@@ -189,6 +189,7 @@ func conditionOf(kd *kaov1.KarmadaDeployment, t string) metav1.Condition {
 // server (the test environment's, as a host cluster) for every service type
 // and checks the endpoint kao derives from what the cluster gave it.
 func TestExposeAPIServer(t *testing.T) {
+	requireEnv(t)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
@@ -290,6 +291,7 @@ func TestExposeAPIServer(t *testing.T) {
 // TestInClusterKubeconfigReachesTheCluster renders the operator's own client
 // configuration as a run's kubeconfig and uses it, as kubernetes.core would.
 func TestInClusterKubeconfigReachesTheCluster(t *testing.T) {
+	requireEnv(t)
 	r := &KarmadaDeploymentReconciler{InClusterConfig: env.Config, Options: Options{Policy: testPolicy}}
 	kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
 		Mode: kaov1.ContainerizedMode, HostCluster: &kaov1.HostClusterSpec{InCluster: true},
@@ -344,6 +346,7 @@ func TestManagedEtcdMembers(t *testing.T) {
 // another namespace's deployment or claims kao did not make; a refusal names
 // no deployment of another namespace.
 func TestClaimEtcdVolumes(t *testing.T) {
+	requireEnv(t)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {

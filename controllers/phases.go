@@ -10,13 +10,6 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 )
 
-// Entry playbooks, relative to the playbook directory.
-const (
-	installPlaybook   = "install.yml"
-	membersPlaybook   = "members.yml"
-	uninstallPlaybook = "uninstall.yml"
-)
-
 // runTrigger is what asked for a run of an installed deployment whose spec
 // has not changed, for Events.
 type runTrigger int

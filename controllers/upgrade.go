@@ -23,12 +23,6 @@ import (
 	inventory "github.com/kao-io/kao/inventory-plugin"
 )
 
-// upgradePlaybook rolls new versions out on a running control plane
-// (playbooks/upgrade.yml): one component at a time in Karmada's order, one
-// host at a time (Containerized: one Deployment's rollout at a time), each
-// step health-gated, then the install converges the rest.
-const upgradePlaybook = "upgrade.yml"
-
 // Pre-upgrade etcd snapshots live in their own directory next to the
 // deployment's EtcdBackup snapshots (<state>/backups/<ns>/<name>/upgrades):
 // no EtcdBackup writes or prunes there, and kao prunes there only its own.
