@@ -100,6 +100,9 @@ func startOperatorAs(t testing.TB, cfg *rest.Config, ns string) string {
 			MaxConcurrentReconciles: 2,
 			ProbeInterval:           3 * time.Second,
 			ConfigMapUserRoles:      true,
+			// The tests' host clusters are their own: inCluster control
+			// planes may go into any of their namespaces.
+			Policy: controllers.Policy{InClusterNamespaces: []string{"*"}},
 		})
 	})
 	return stateDir

@@ -33,6 +33,9 @@ func genMembersPKI(t *testing.T, hs, apiHosts, cpHosts []hosts.Host, pullMembers
 // at kubeconfigs[name], as the operator writes it into its run directory.
 func (a *ansible) memberInventory(t *testing.T, name string, kd *kaov1.KarmadaDeployment, kubeconfigs map[string]string) string {
 	t.Helper()
+	if kd.UID == "" {
+		kd.UID = roleTestUID // as a.inventory: one deployment's inventories
+	}
 	inv, err := inventory.Build(kd, inventory.Options{MemberKubeconfigPath: func(m string) string { return kubeconfigs[m] }})
 	if err != nil {
 		t.Fatal(err)
