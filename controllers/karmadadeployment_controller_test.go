@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
 )
 
 func condition(kd *kaov1.KarmadaDeployment, t string) *metav1.Condition {
@@ -366,23 +367,6 @@ func TestNoSecretLeaksIntoStatusEventsLogsOrRunDirectories(t *testing.T) {
 	}
 }
 
-// waitGone waits until a deployment is released after its deletion.
-func waitGone(t *testing.T, kd *kaov1.KarmadaDeployment, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		cur := &kaov1.KarmadaDeployment{}
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kd), cur)
-		if apierrors.IsNotFound(err) || err == nil && cur.UID != kd.UID {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deployment %s was not released within %s: %v %+v", kd.Name, timeout, err, cur.Status)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // TestRecreatedDeploymentIsANewObject deletes an installed deployment and
 // creates it again under the same name at once, twice: each new object
 // installs, is deleted and is released like the first. Nothing the operator
@@ -426,7 +410,7 @@ func TestRecreatedDeploymentIsANewObject(t *testing.T) {
 		if err := k8s.Delete(ctx, installed); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, installed, 60*time.Second)
+		testenv.WaitReleased(t, k8s, installed, 60*time.Second)
 		for _, dir := range []string{runsDir(op.stateDir, installed.UID), factsDir(op.stateDir, installed.UID)} {
 			if _, err := os.Stat(dir); !os.IsNotExist(err) {
 				t.Errorf("round %d: %s is left after the deployment was released (%v)", round, dir, err)

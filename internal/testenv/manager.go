@@ -6,8 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -118,4 +120,24 @@ func Namespace(t testing.TB, c client.Client, prefix string) string {
 		t.Fatal(err)
 	}
 	return ns.Name
+}
+
+// WaitReleased waits until obj is gone from the API server, or its name
+// belongs to another object (one created again since), and fails t after
+// timeout.
+func WaitReleased(t testing.TB, c client.Client, obj client.Object, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := obj.DeepCopyObject().(client.Object)
+		err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), cur)
+		if apierrors.IsNotFound(err) || err == nil && cur.GetUID() != obj.GetUID() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %s (uid %s) was not released within %s after its deletion (%v)",
+				obj.GetObjectKind().GroupVersionKind().Kind, client.ObjectKeyFromObject(obj), obj.GetUID(), timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }

@@ -221,7 +221,7 @@ func (c *churn) act(s *churnSlot) string {
 // once a deletion of the same name is complete.
 func (c *churn) create(s *churnSlot) {
 	for _, gone := range s.deleted {
-		c.waitGone(gone)
+		testenv.WaitReleased(c.t, k8s, gone, churnSettle)
 	}
 	kd := binaryDeployment(c.ns, s.name, "churn-ssh", []hosts.Host{s.host})
 	kd.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
@@ -252,23 +252,6 @@ func (c *churn) delete(s *churnSlot) {
 	s.kd = nil
 }
 
-// waitGone waits until a deleted deployment is released.
-func (c *churn) waitGone(kd *kaov1.KarmadaDeployment) {
-	c.t.Helper()
-	deadline := time.Now().Add(churnSettle)
-	for {
-		cur := &kaov1.KarmadaDeployment{}
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kd), cur)
-		if apierrors.IsNotFound(err) || err == nil && cur.UID != kd.UID {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("stuck: %s (uid %s) was not released within %s after its deletion: %+v", kd.Name, kd.UID, churnSettle, cur.Status)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // settle waits until every deleted deployment is released and every live
 // one that is not paused finished a successful run of its current
 // generation, or is paused with no run under way.
@@ -276,7 +259,7 @@ func (c *churn) settle(when string) {
 	c.t.Helper()
 	for _, s := range c.slots {
 		for _, kd := range s.deleted {
-			c.waitGone(kd)
+			testenv.WaitReleased(c.t, k8s, kd, churnSettle)
 		}
 		if !s.live() {
 			continue

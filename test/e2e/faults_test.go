@@ -14,11 +14,9 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/testenv"
@@ -185,7 +183,7 @@ func intruder(t *testing.T, dc *hosts.Cluster, owner *kaov1.KarmadaDeployment) {
 	if err := k8s.Delete(ctx, refused); err != nil {
 		t.Fatal(err)
 	}
-	waitForDeletion(t, other, 3*time.Minute)
+	testenv.WaitReleased(t, k8s, other, 3*time.Minute)
 	if out, _ := dc.Run(ctx, node.Name, "systemctl is-active karmada-etcd karmada-apiserver"); strings.Fields(out)[0] != "active" || strings.Fields(out)[1] != "active" {
 		t.Errorf("deleting the refused deployment stopped the owner's services on %s: %q", node.Name, out)
 	}
@@ -254,7 +252,7 @@ func deleteMidRunAndRecreate(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaD
 	if err := k8s.Delete(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	waitForDeletion(t, old, 5*time.Minute)
+	testenv.WaitReleased(t, k8s, old, 5*time.Minute)
 	checkNothingLeft(t, dc, old)
 
 	again := old.DeepCopy()
@@ -268,23 +266,6 @@ func deleteMidRunAndRecreate(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaD
 		t.Fatalf("the deployment created again under the same name did not install: %+v", last)
 	}
 	waitForCondition(t, again, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
-}
-
-// waitForDeletion waits until a deployment is released.
-func waitForDeletion(t testing.TB, kd *kaov1.KarmadaDeployment, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		cur := &kaov1.KarmadaDeployment{}
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kd), cur)
-		if apierrors.IsNotFound(err) || err == nil && cur.UID != kd.UID {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s was not released within %s: %v %+v", kd.Name, timeout, err, cur.Status.LastRun)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }
 
 // checkNothingLeft checks that a deleted deployment that asked for its data
