@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/kubeconfig"
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/runner"
-	inventory "github.com/kao-io/kao/inventory-plugin"
 )
 
 // inputError is a problem with what the user referenced (a missing Secret or

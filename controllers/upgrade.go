@@ -19,8 +19,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/runner"
-	inventory "github.com/kao-io/kao/inventory-plugin"
 )
 
 // Pre-upgrade etcd snapshots live in their own directory next to the

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/runner"
-	inventory "github.com/kao-io/kao/inventory-plugin"
 )
 
 // upgradeFixture is a Binary deployment on three hosts: node1 and node2 run

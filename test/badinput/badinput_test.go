@@ -37,8 +37,8 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/controllers"
+	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/testenv"
-	inventory "github.com/kao-io/kao/inventory-plugin"
 )
 
 var (

@@ -244,6 +244,11 @@ var otherFlags = map[string]string{
 	"initial-cluster-state":           "etcd",
 	"list":                            "kao-inventory",
 	"host":                            "kao-inventory",
+	"file":                            "kao-inventory",
+	"namespace":                       "kao-inventory",
+	"name":                            "kao-inventory",
+	"member-kubeconfig-dir":           "kao-inventory",
+	"private-key":                     "ansible-playbook",
 }
 
 var (

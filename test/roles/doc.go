@@ -1,6 +1,6 @@
 // Package roles tests kao's Ansible roles one at a time on real test hosts
 // (test/hosts): the real ansible-playbook over SSH with pinned host keys, the
-// inventory that inventory-plugin builds from a KarmadaDeployment, and the
+// inventory that internal/inventory builds from a KarmadaDeployment, and the
 // offline bundle that `make artifacts` assembles.
 //
 // Idempotency (a second run reports changed=0 on every host) is asserted once

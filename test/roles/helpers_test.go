@@ -16,8 +16,8 @@ import (
 	"time"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/pki"
-	inventory "github.com/kao-io/kao/inventory-plugin"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -251,7 +251,7 @@ func (a *ansible) writeFile(t testing.TB, name string, data []byte) string {
 	return p
 }
 
-// inventory writes kao's inventory of kd (inventory-plugin's hosts.json).
+// inventory writes kao's inventory of kd (internal/inventory's hosts.json).
 func (a *ansible) inventory(t testing.TB, name string, kd *kaov1.KarmadaDeployment) string {
 	t.Helper()
 	if kd.UID == "" {

@@ -10,8 +10,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/pki"
-	inventory "github.com/kao-io/kao/inventory-plugin"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/members"
 )

@@ -54,7 +54,7 @@ func inventoryBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
 		binPath = filepath.Join(binDir, "kao-inventory")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/kao-inventory")
+		cmd := exec.Command("go", "build", "-o", binPath, "github.com/kao-io/kao/cmd/kao-inventory")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binError = fmt.Errorf("go build ./cmd/kao-inventory: %w\n%s", err, out)
 		}

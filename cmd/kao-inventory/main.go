@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	inventory "github.com/kao-io/kao/inventory-plugin"
+	"github.com/kao-io/kao/internal/inventory"
 )
 
 // Environment variables, for when Ansible runs the script with only --list.

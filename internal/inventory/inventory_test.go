@@ -19,7 +19,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 )
 
-// update rewrites the golden files from the current output: go test ./inventory-plugin/ -run Golden -update
+// update rewrites the golden files from the current output: go test ./internal/inventory/ -run Golden -update
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.json from the current output")
 
 // goldenCases are the inputs under testdata/ and the run-time options the runner would pass.
@@ -79,7 +79,7 @@ func TestScriptJSONMatchesGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run `go test ./inventory-plugin/ -run Golden -update` to create it)", err)
+				t.Fatalf("%v (run `go test ./internal/inventory/ -run Golden -update` to create it)", err)
 			}
 			if !bytes.Equal(got, want) {
 				t.Errorf("ScriptJSON differs from %s; if the change is intended, rerun with -update and review the diff.\ngot:\n%s", golden, got)
