@@ -40,11 +40,22 @@ func (r *EtcdRestoreReconciler) buildRun(ctx context.Context, er *kaov1.EtcdRest
 	if err != nil {
 		return runner.Spec{}, err
 	}
-	spec.ExtraVars["kao_restore_snapshot"] = unsafeString(local)
-	spec.ExtraVars["kao_restore_sha256"] = unsafeString(snap.SHA256)
-	spec.ExtraVars["kao_restore_id"] = unsafeString(restoreID(er))
-	spec.ExtraVars["kao_restore_cluster_token"] = unsafeString(restoreClusterToken(er))
+	for k, v := range restoreExtraVars(er, snap, local) {
+		spec.ExtraVars[k] = v
+	}
 	return spec, nil
+}
+
+// restoreExtraVars are what the restore playbook takes beyond the
+// deployment's run: the snapshot on the operator's side, its checksum, and
+// the restore's identity.
+func restoreExtraVars(er *kaov1.EtcdRestore, snap *kaov1.Snapshot, local string) map[string]any {
+	return map[string]any{
+		"kao_restore_snapshot":      unsafeString(local),
+		"kao_restore_sha256":        unsafeString(snap.SHA256),
+		"kao_restore_id":            unsafeString(restoreID(er)),
+		"kao_restore_cluster_token": unsafeString(restoreClusterToken(er)),
+	}
 }
 
 // executeRun runs the restore playbook, keeps status.progress current at
