@@ -16,6 +16,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	bundle "github.com/kao-io/kao/internal/artifacts"
+	"github.com/kao-io/kao/internal/controller/reason"
 )
 
 // artifactsMirrorTimeout bounds mirroring the needed part of a bundle from
@@ -80,12 +81,12 @@ func (r *KarmadaDeploymentReconciler) fetchArtifacts(ctx context.Context, kd *ka
 		return nil, err
 	}
 	if r.StateDir == "" {
-		return nil, &inputError{"spec.artifacts.url needs the operator's --state-dir to mirror the bundle into"}
+		return nil, reason.Missing("spec.artifacts.url needs the operator's --state-dir to mirror the bundle into")
 	}
 	m, err := bundle.New(rawURL, filepath.Join(r.StateDir, artifactsCacheDir),
 		bundle.Options{SumsSHA256: kd.Spec.Artifacts.SHA256Sums, AllowRedirect: r.allowsURL})
 	if err != nil {
-		return nil, &inputError{fmt.Sprintf("spec.artifacts.url: %v", err)} // never quotes the URL's credentials
+		return nil, reason.Missing("spec.artifacts.url: %v", err) // never quotes the URL's credentials
 	}
 	src := bundleSource{where: m.String(), field: "spec.artifacts.url"}
 	ctx, cancel := context.WithTimeout(ctx, artifactsMirrorTimeout)
@@ -108,14 +109,13 @@ func (r *KarmadaDeploymentReconciler) fetchArtifacts(ctx context.Context, kd *ka
 		return comps, nil
 	})
 	if err != nil {
-		var bad *inputError
-		if errors.As(err, &bad) {
+		if bad, ok := reason.From(err); ok {
 			return nil, bad
 		}
 		if errors.Is(err, bundle.ErrPinMismatch) {
-			return nil, &inputError{fmt.Sprintf("mirroring %s: its SHA256SUMS does not have the sha256 spec.artifacts.sha256sums pins: kao mirrored nothing from it", src)}
+			return nil, reason.Missing("mirroring %s: its SHA256SUMS does not have the sha256 spec.artifacts.sha256sums pins: kao mirrored nothing from it", src)
 		}
-		return nil, &inputError{fmt.Sprintf("mirroring %s: %v", src, err)}
+		return nil, reason.Missing("mirroring %s: %v", src, err)
 	}
 	if res.Downloaded > 0 {
 		ctrl.Log.WithName("artifacts").Info("Mirrored the artifacts bundle", "KarmadaDeployment", klog.KObj(kd),
@@ -136,11 +136,11 @@ func (r *KarmadaDeploymentReconciler) observedArtifacts(kd *kaov1.KarmadaDeploym
 		return nil, err
 	}
 	if r.StateDir == "" {
-		return nil, &inputError{"spec.artifacts.url needs the operator's --state-dir to mirror the bundle into"}
+		return nil, reason.Missing("spec.artifacts.url needs the operator's --state-dir to mirror the bundle into")
 	}
 	dir, err := bundle.CacheDir(filepath.Join(r.StateDir, artifactsCacheDir), rawURL, kd.Spec.Artifacts.SHA256Sums)
 	if err != nil {
-		return nil, &inputError{fmt.Sprintf("spec.artifacts.url: %v", err)}
+		return nil, reason.Missing("spec.artifacts.url: %v", err)
 	}
 	return checkBundleDir(kd, dir, bundleSource{where: bundle.Redact(rawURL) + " mirrored in " + dir, field: "spec.artifacts.url"})
 }
@@ -155,7 +155,7 @@ func (r *KarmadaDeploymentReconciler) localArtifacts(kd *kaov1.KarmadaDeployment
 		return nil, err
 	}
 	if src.where == "" {
-		return nil, &inputError{"no artifacts bundle: set spec.artifacts.localPath or spec.artifacts.url, or start the operator with --artifacts-dir"}
+		return nil, reason.Missing("no artifacts bundle: set spec.artifacts.localPath or spec.artifacts.url, or start the operator with --artifacts-dir")
 	}
 	return checkBundleDir(kd, src.where, src)
 }
@@ -164,11 +164,11 @@ func (r *KarmadaDeploymentReconciler) localArtifacts(kd *kaov1.KarmadaDeployment
 func checkBundleDir(kd *kaov1.KarmadaDeployment, dir string, src bundleSource) (*artifacts, error) {
 	data, err := os.ReadFile(filepath.Join(dir, bundle.ManifestFile))
 	if err != nil {
-		return nil, &inputError{fmt.Sprintf("%s has no readable manifest.json: build one with `make artifacts`", src)}
+		return nil, reason.Missing("%s has no readable manifest.json: build one with `make artifacts`", src)
 	}
 	m := bundle.Manifest{}
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, &inputError{fmt.Sprintf("%s has a malformed manifest.json: %v", src, err)}
+		return nil, reason.Missing("%s has a malformed manifest.json: %v", src, err)
 	}
 	a, wants, err := versionsFor(kd, m, src)
 	if err != nil {
@@ -178,8 +178,8 @@ func checkBundleDir(kd *kaov1.KarmadaDeployment, dir string, src bundleSource) (
 		if kd.Spec.Mode == kaov1.ContainerizedMode {
 			// Only Karmada's CRDs come from the bundle; images come from the registry.
 			if st, err := os.Stat(filepath.Join(dir, w.component, w.version, "crds.tar.gz")); err != nil || !st.Mode().IsRegular() {
-				return nil, &inputError{fmt.Sprintf("%s has no Karmada %s CRD archive (karmada/%s/crds.tar.gz): build a bundle with it (`make artifacts`)",
-					src, w.version, w.version)}
+				return nil, reason.Missing("%s has no Karmada %s CRD archive (karmada/%s/crds.tar.gz): build a bundle with it (`make artifacts`)",
+					src, w.version, w.version)
 			}
 			continue
 		}
@@ -222,11 +222,11 @@ func versionsFor(kd *kaov1.KarmadaDeployment, m bundle.Manifest, src bundleSourc
 	}
 	for _, w := range checked {
 		if w.version == "" {
-			return nil, nil, &inputError{fmt.Sprintf("%s names no default %s version in manifest.json", src, w.what)}
+			return nil, nil, reason.Missing("%s names no default %s version in manifest.json", src, w.what)
 		}
 		// Spec versions are validated by the API; a manifest's are not.
 		if !bundleVersion.MatchString(w.version) {
-			return nil, nil, &inputError{fmt.Sprintf("%s names %s version %q in manifest.json, not vX.Y.Z", src, w.what, w.version)}
+			return nil, nil, reason.Missing("%s names %s version %q in manifest.json, not vX.Y.Z", src, w.what, w.version)
 		}
 	}
 	return a, wants, nil
@@ -279,7 +279,7 @@ func missingVersion(src bundleSource, w bundleWant) error {
 	if w.field != "" {
 		asked = " (" + w.field + ")"
 	}
-	return &inputError{fmt.Sprintf("%s has no %s %s%s: build a bundle with it (`make artifacts`)", src, w.what, w.version, asked)}
+	return reason.Missing("%s has no %s %s%s: build a bundle with it (`make artifacts`)", src, w.what, w.version, asked)
 }
 
 // extraVars are the run variables describing the bundle.

@@ -3,7 +3,6 @@ package controllers
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"testing"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 )
 
 // writeBundle lays out a bundle with the given component/version bin directories.
@@ -189,7 +189,7 @@ func TestResolveArtifactsFromURL(t *testing.T) {
 		pin string
 		// unpin leaves spec.artifacts.sha256sums empty.
 		unpin bool
-		// wantErr are parts of the inputError a user sees; none for success.
+		// wantErr are parts of the message a user sees; none for success.
 		wantErr []string
 	}{
 		{
@@ -263,17 +263,17 @@ func TestResolveArtifactsFromURL(t *testing.T) {
 			}
 			a, err := r.resolveArtifacts(kd)
 			if len(tt.wantErr) > 0 {
-				var bad *inputError
-				if !errors.As(err, &bad) {
-					t.Fatalf("want an inputError, got %T %v", err, err)
+				bad, ok := reason.From(err)
+				if !ok || bad.Reason != kaov1.PrerequisitesMissingReason {
+					t.Fatalf("want a PrerequisitesMissing *reason.Error, got %T %v", err, err)
 				}
 				for _, want := range tt.wantErr {
-					if !strings.Contains(bad.msg, want) {
-						t.Errorf("want a message containing %q, got %q", want, bad.msg)
+					if !strings.Contains(bad.Message, want) {
+						t.Errorf("want a message containing %q, got %q", want, bad.Message)
 					}
 				}
-				if strings.Contains(bad.msg, "ops") || strings.Contains(bad.msg, "hunter2") {
-					t.Errorf("the message shows the URL's credentials: %q", bad.msg)
+				if strings.Contains(bad.Message, "ops") || strings.Contains(bad.Message, "hunter2") {
+					t.Errorf("the message shows the URL's credentials: %q", bad.Message)
 				}
 				return
 			}

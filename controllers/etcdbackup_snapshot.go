@@ -21,6 +21,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	bundle "github.com/kao-io/kao/internal/artifacts"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
 	"github.com/kao-io/kao/internal/probe"
 )
@@ -58,7 +59,7 @@ func (r *EtcdBackupReconciler) etcdSourceOf(ctx context.Context, kd *kaov1.Karma
 		}
 		cfg, err := e.tlsConfig()
 		if err != nil {
-			return nil, &inputError{fmt.Sprintf("the client certificate in Secret %s/%s is unusable", kd.Namespace, ext.ClientCertSecretName)}
+			return nil, reason.Missing("the client certificate in Secret %s/%s is unusable", kd.Namespace, ext.ClientCertSecretName)
 		}
 		return &etcdSource{members: e.endpoint, tls: cfg}, nil
 	}
@@ -68,7 +69,7 @@ func (r *EtcdBackupReconciler) etcdSourceOf(ctx context.Context, kd *kaov1.Karma
 	}
 	cfg, err := clientTLS(b, "etcd-ca.crt", "etcd-healthcheck-client")
 	if err != nil {
-		return nil, &inputError{fmt.Sprintf("the PKI Secret %s/%s cannot authenticate kao to etcd: %v", kd.Namespace, pkiSecretName(kd), err)}
+		return nil, reason.Missing("the PKI Secret %s/%s cannot authenticate kao to etcd: %v", kd.Namespace, pkiSecretName(kd), err)
 	}
 	src := &etcdSource{members: managedEtcdMembers(kd), tls: cfg}
 	if m := kd.Spec.Etcd.Managed; m != nil {
@@ -143,7 +144,7 @@ func snapshotCandidates(h probe.EtcdHealth) ([]probe.EtcdMember, error) {
 // --artifacts-dir). A tenant's bundle provides files for the tenant's hosts.
 func (r *EtcdBackupReconciler) etcdutlFor(version string) (string, error) {
 	if r.ArtifactsDir == "" {
-		return "", &inputError{"the operator has no --artifacts-dir bundle to take etcdutl from, which checks every snapshot: its administrator must set one"}
+		return "", reason.Missing("the operator has no --artifacts-dir bundle to take etcdutl from, which checks every snapshot: its administrator must set one")
 	}
 	versions := []string{}
 	if bundleVersion.MatchString(version) { // a spec's version; the API checked it, an older CRD may not have
@@ -164,8 +165,8 @@ func (r *EtcdBackupReconciler) etcdutlFor(version string) (string, error) {
 	if len(versions) > 0 {
 		looked = "no etcd/" + strings.Join(versions, "/bin/etcdutl nor etcd/") + "/bin/etcdutl"
 	}
-	return "", &inputError{fmt.Sprintf("etcdutl, which checks every snapshot, is not in the operator's --artifacts-dir %s (%s): its administrator must give it a bundle with etcd (`make artifacts`)",
-		r.ArtifactsDir, looked)}
+	return "", reason.Missing("etcdutl, which checks every snapshot, is not in the operator's --artifacts-dir %s (%s): its administrator must give it a bundle with etcd (`make artifacts`)",
+		r.ArtifactsDir, looked)
 }
 
 // snapshotLimits bounds what one snapshot may take of the state volume.
@@ -188,7 +189,7 @@ func snapshotFileName(eb *kaov1.EtcdBackup, at time.Time) string {
 func (r *EtcdBackupReconciler) sshTarget(ctx context.Context, eb *kaov1.EtcdBackup, tmp string) (*etcdsnapshot.SSHTarget, error) {
 	d := eb.Spec.Destination.SSH
 	if d == nil {
-		return nil, &inputError{"spec.destination.ssh is required when spec.destination.type is SSH"}
+		return nil, reason.Missing("spec.destination.ssh is required when spec.destination.type is SSH")
 	}
 	kdr := r.deploymentReader()
 	key, err := kdr.secretValue(ctx, eb.Namespace, d.PrivateKeySecretRef, "spec.destination.ssh.privateKeySecretRef")
@@ -196,8 +197,8 @@ func (r *EtcdBackupReconciler) sshTarget(ctx context.Context, eb *kaov1.EtcdBack
 		return nil, err
 	}
 	if !bytes.Contains(key, []byte("PRIVATE KEY-----")) {
-		return nil, &inputError{fmt.Sprintf("Secret %s/%s key %q named in spec.destination.ssh.privateKeySecretRef holds no PEM or OpenSSH private key",
-			eb.Namespace, d.PrivateKeySecretRef.Name, d.PrivateKeySecretRef.Key)}
+		return nil, reason.Missing("Secret %s/%s key %q named in spec.destination.ssh.privateKeySecretRef holds no PEM or OpenSSH private key",
+			eb.Namespace, d.PrivateKeySecretRef.Name, d.PrivateKeySecretRef.Key)
 	}
 	known, err := kdr.secretValue(ctx, eb.Namespace, d.KnownHostsSecretRef, "spec.destination.ssh.knownHostsSecretRef")
 	if err != nil {
@@ -214,7 +215,7 @@ func (r *EtcdBackupReconciler) sshTarget(ctx context.Context, eb *kaov1.EtcdBack
 		t.User = "root"
 	}
 	if err := t.Validate(); err != nil {
-		return nil, &inputError{"spec.destination.ssh: " + err.Error()}
+		return nil, reason.Missing("%s", "spec.destination.ssh: "+err.Error())
 	}
 	return t, nil
 }
@@ -226,7 +227,7 @@ func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdB
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	if r.StateDir == "" {
-		return nil, &inputError{"the operator runs without --state-dir: there is no place to write snapshots"}
+		return nil, reason.Missing("the operator runs without --state-dir: there is no place to write snapshots")
 	}
 	etcdutl, err := r.etcdutlFor(src.version)
 	if err != nil {
@@ -324,11 +325,11 @@ func describeSSHError(eb *kaov1.EtcdBackup, err error) error {
 	d := eb.Spec.Destination.SSH
 	switch {
 	case errors.Is(err, etcdsnapshot.ErrHostKey):
-		return &inputError{fmt.Sprintf("the backup host's key is not the one pinned in Secret %s/%s key %q (spec.destination.ssh.knownHostsSecretRef), so kao refused to connect: %v",
-			eb.Namespace, d.KnownHostsSecretRef.Name, d.KnownHostsSecretRef.Key, err)}
+		return reason.Missing("the backup host's key is not the one pinned in Secret %s/%s key %q (spec.destination.ssh.knownHostsSecretRef), so kao refused to connect: %v",
+			eb.Namespace, d.KnownHostsSecretRef.Name, d.KnownHostsSecretRef.Key, err)
 	case errors.Is(err, etcdsnapshot.ErrAuth):
-		return &inputError{fmt.Sprintf("the backup host refused the key in Secret %s/%s key %q (spec.destination.ssh.privateKeySecretRef): %v",
-			eb.Namespace, d.PrivateKeySecretRef.Name, d.PrivateKeySecretRef.Key, err)}
+		return reason.Missing("the backup host refused the key in Secret %s/%s key %q (spec.destination.ssh.privateKeySecretRef): %v",
+			eb.Namespace, d.PrivateKeySecretRef.Name, d.PrivateKeySecretRef.Key, err)
 	}
 	return err
 }

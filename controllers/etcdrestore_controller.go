@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/runner"
 )
 
@@ -285,21 +286,21 @@ func (r *EtcdRestoreReconciler) reconcileNormal(ctx context.Context, s *restoreS
 // ends it; missing inputs and a busy deployment are waited for; anything else
 // is retried by the controller.
 func (r *EtcdRestoreReconciler) notStarted(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment, err error, now time.Time) (ctrl.Result, error) {
-	var refused *refusal
-	var bad *inputError
-	var busy *busyError
-	switch {
-	case errors.As(err, &refused):
-		r.end(ctx, er, kd, false, refused.reason, refused.msg, now)
+	e, ok := reason.From(err)
+	if !ok {
+		return ctrl.Result{}, err
+	}
+	switch e.Kind {
+	case reason.Refuse:
+		r.end(ctx, er, kd, false, e.Reason, e.Message, now)
 		return ctrl.Result{}, nil
-	case errors.As(err, &busy):
-		setRestoreWaiting(er, now, kaov1.WaitingForRunReason, busy.msg)
-		return ctrl.Result{RequeueAfter: busy.requeueAfter}, nil
-	case errors.As(err, &bad):
-		setRestoreWaiting(er, now, kaov1.PrerequisitesMissingReason, bad.msg)
+	case reason.Wait:
+		setRestoreWaiting(er, now, e.Reason, e.Message)
+		return ctrl.Result{RequeueAfter: e.After}, nil
+	default:
+		setRestoreWaiting(er, now, e.Reason, e.Message)
 		return ctrl.Result{RequeueAfter: restoreWaitRequeueAfter}, nil
 	}
-	return ctrl.Result{}, err
 }
 
 // end finishes a restore that will not run (again): status, an Event, and
@@ -379,14 +380,6 @@ func deploymentBusy(kd *kaov1.KarmadaDeployment, er *kaov1.EtcdRestore) string {
 	return ""
 }
 
-// busyError says the deployment was taken between the check and the lock.
-type busyError struct {
-	msg          string
-	requeueAfter time.Duration
-}
-
-func (e *busyError) Error() string { return e.msg }
-
 // lockDeployment sets RestoreInProgressAnnotation on the deployment, read
 // anew, only while it has no run in progress. The patch carries the
 // resourceVersion it was decided on, and the deployment's reconciler starts
@@ -400,15 +393,14 @@ func (r *EtcdRestoreReconciler) lockDeployment(ctx context.Context, er *kaov1.Et
 		return fmt.Errorf("reading EtcdRestore %s: %w", er.Name, err)
 	}
 	if fresh.ResourceVersion != er.ResourceVersion {
-		return &busyError{msg: fmt.Sprintf("EtcdRestore %s changed while kao read it: looking again", er.Name),
-			requeueAfter: staleCacheRequeueAfter}
+		return reason.Pending(kaov1.WaitingForRunReason, staleCacheRequeueAfter, "EtcdRestore %s changed while kao read it: looking again", er.Name)
 	}
 	cur := &kaov1.KarmadaDeployment{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(kd), cur); err != nil {
 		return fmt.Errorf("reading KarmadaDeployment %s: %w", kd.Name, err)
 	}
 	if busy := deploymentBusy(cur, er); busy != "" {
-		return &busyError{msg: busy, requeueAfter: restoreBusyRequeueAfter}
+		return reason.Pending(kaov1.WaitingForRunReason, restoreBusyRequeueAfter, "%s", busy)
 	}
 	if cur.Annotations[RestoreInProgressAnnotation] == er.Name {
 		return nil
@@ -420,8 +412,7 @@ func (r *EtcdRestoreReconciler) lockDeployment(ctx context.Context, er *kaov1.Et
 	cur.Annotations[RestoreInProgressAnnotation] = er.Name
 	if err := r.Client.Patch(ctx, cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
-			return &busyError{msg: fmt.Sprintf("KarmadaDeployment %s changed while kao marked it for the restore: looking again", kd.Name),
-				requeueAfter: staleCacheRequeueAfter}
+			return reason.Pending(kaov1.WaitingForRunReason, staleCacheRequeueAfter, "KarmadaDeployment %s changed while kao marked it for the restore: looking again", kd.Name)
 		}
 		return fmt.Errorf("marking KarmadaDeployment %s with %s: %w", kd.Name, RestoreInProgressAnnotation, err)
 	}

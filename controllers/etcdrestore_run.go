@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/runner"
 )
 
@@ -31,7 +32,7 @@ func (r *EtcdRestoreReconciler) buildRun(ctx context.Context, er *kaov1.EtcdRest
 	}
 	if in.pki, err = kdr.readPKI(ctx, runKD); err != nil {
 		if apierrors.IsNotFound(err) {
-			return runner.Spec{}, &inputError{fmt.Sprintf("the PKI Secret %s/%s of KarmadaDeployment %s does not exist", kd.Namespace, pkiSecretName(kd), kd.Name)}
+			return runner.Spec{}, reason.Missing("the PKI Secret %s/%s of KarmadaDeployment %s does not exist", kd.Namespace, pkiSecretName(kd), kd.Name)
 		}
 		return runner.Spec{}, err
 	}

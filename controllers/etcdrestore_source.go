@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,18 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
 )
-
-// refusal is a restore kao will never run as specified: a snapshot that
-// fails its checksum or etcdutl, one that is gone, a deployment kao cannot
-// restore. The restore ends as Failed with the reason.
-type refusal struct {
-	reason string
-	msg    string
-}
-
-func (e *refusal) Error() string { return e.msg }
 
 // verifiedSnapshot finds the snapshot spec.source names and checks it on the
 // operator's side: its SHA-256 must be the recorded one and etcdutl must
@@ -33,13 +23,13 @@ func (e *refusal) Error() string { return e.msg }
 // own directory. It returns the snapshot as status shows it and the local
 // file the run copies to the hosts.
 //
-// An *inputError (a missing backup, Secret or bundle) is worth waiting for;
-// a *refusal ends the restore.
+// A Retry *reason.Error (a missing backup, Secret or bundle) is worth
+// waiting for; a Refuse ends the restore.
 func (r *EtcdRestoreReconciler) verifiedSnapshot(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment) (*kaov1.Snapshot, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, restoreVerifyTimeout)
 	defer cancel()
 	if r.StateDir == "" {
-		return nil, "", &inputError{"the operator runs without --state-dir: there is no snapshot to restore"}
+		return nil, "", reason.Missing("the operator runs without --state-dir: there is no snapshot to restore")
 	}
 	src := er.Spec.Source
 	snap := &kaov1.Snapshot{Name: filepath.Base(src.Path), Location: src.Path, SHA256: src.SHA256}
@@ -49,7 +39,7 @@ func (r *EtcdRestoreReconciler) verifiedSnapshot(ctx context.Context, er *kaov1.
 		key := types.NamespacedName{Namespace: er.Namespace, Name: src.BackupName}
 		if err := r.Client.Get(ctx, key, eb); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, "", &inputError{fmt.Sprintf("EtcdBackup %s named in spec.source.backupName does not exist", key)}
+				return nil, "", reason.Missing("EtcdBackup %s named in spec.source.backupName does not exist", key)
 			}
 			return nil, "", fmt.Errorf("reading EtcdBackup %s: %w", key, err)
 		}
@@ -66,17 +56,17 @@ func (r *EtcdRestoreReconciler) verifiedSnapshot(ctx context.Context, er *kaov1.
 	sum, size, err := etcdsnapshot.FileSHA256(local)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return nil, "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s does not exist", snap.Location)}
+			return nil, "", reason.Refused(kaov1.RestoreFailedReason, "the snapshot file %s does not exist", snap.Location)
 		}
-		return nil, "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s cannot be read", snap.Location)}
+		return nil, "", reason.Refused(kaov1.RestoreFailedReason, "the snapshot file %s cannot be read", snap.Location)
 	}
 	if sum != snap.SHA256 {
 		if fetched {
 			_ = os.Remove(local) // a damaged copy is fetched anew next time
 		}
-		return nil, "", &refusal{kaov1.ChecksumMismatchReason, fmt.Sprintf(
+		return nil, "", reason.Refused(kaov1.ChecksumMismatchReason,
 			"the snapshot %s does not match the expected sha256 %s (%s): kao refuses to restore it and stopped nothing",
-			snap.Location, snap.SHA256, checksumSource(er))}
+			snap.Location, snap.SHA256, checksumSource(er))
 	}
 	var version string
 	if m := kd.Spec.Etcd.Managed; m != nil {
@@ -91,7 +81,7 @@ func (r *EtcdRestoreReconciler) verifiedSnapshot(ctx context.Context, er *kaov1.
 		if ctx.Err() != nil {
 			return nil, "", err
 		}
-		return nil, "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot %s matches its sha256, but %v: kao refuses to restore it and stopped nothing", snap.Location, err)}
+		return nil, "", reason.Refused(kaov1.RestoreFailedReason, "the snapshot %s matches its sha256, but %v: kao refuses to restore it and stopped nothing", snap.Location, err)
 	}
 	snap.Size = *resource.NewQuantity(size, resource.BinarySI)
 	snap.Revision = st.Revision
@@ -127,7 +117,7 @@ func pickSnapshot(eb *kaov1.EtcdBackup, name string) (*kaov1.Snapshot, error) {
 			}
 		}
 		if newest == nil {
-			return nil, &inputError{fmt.Sprintf("EtcdBackup %s has no snapshot yet", eb.Name)}
+			return nil, reason.Missing("EtcdBackup %s has no snapshot yet", eb.Name)
 		}
 		return newest.DeepCopy(), nil
 	}
@@ -136,8 +126,8 @@ func pickSnapshot(eb *kaov1.EtcdBackup, name string) (*kaov1.Snapshot, error) {
 			return all[i].DeepCopy(), nil
 		}
 	}
-	return nil, &refusal{kaov1.RestoreFailedReason, fmt.Sprintf(
-		"EtcdBackup %s lists no snapshot named %s (spec.source.snapshotName) in status.snapshots", eb.Name, name)}
+	return nil, reason.Refused(kaov1.RestoreFailedReason,
+		"EtcdBackup %s lists no snapshot named %s (spec.source.snapshotName) in status.snapshots", eb.Name, name)
 }
 
 // localSnapshot returns the local file of a snapshot: a file on the state
@@ -150,8 +140,8 @@ func (r *EtcdRestoreReconciler) localSnapshot(ctx context.Context, er *kaov1.Etc
 		return local, false, err
 	}
 	if eb == nil || eb.Spec.Destination.Type != kaov1.SSHDestination {
-		return "", false, &refusal{kaov1.RestoreFailedReason, fmt.Sprintf(
-			"the snapshot is stored at %s, but EtcdBackup %s no longer copies to a backup host: kao cannot fetch it", snap.Location, er.Spec.Source.BackupName)}
+		return "", false, reason.Refused(kaov1.RestoreFailedReason,
+			"the snapshot is stored at %s, but EtcdBackup %s no longer copies to a backup host: kao cannot fetch it", snap.Location, er.Spec.Source.BackupName)
 	}
 	dir, err := r.restoreDir(er)
 	if err != nil {
@@ -162,8 +152,8 @@ func (r *EtcdRestoreReconciler) localSnapshot(ctx context.Context, er *kaov1.Etc
 		return "", false, err
 	}
 	if target.Location(snap.Name) != snap.Location {
-		return "", false, &refusal{kaov1.RestoreFailedReason, fmt.Sprintf(
-			"the snapshot is stored at %s, a former destination of EtcdBackup %s: kao cannot fetch it", snap.Location, eb.Name)}
+		return "", false, reason.Refused(kaov1.RestoreFailedReason,
+			"the snapshot is stored at %s, a former destination of EtcdBackup %s: kao cannot fetch it", snap.Location, eb.Name)
 	}
 	local = filepath.Join(dir, snap.Name)
 	if sum, _, err := etcdsnapshot.FileSHA256(local); err == nil && sum == snap.SHA256 {
@@ -172,11 +162,10 @@ func (r *EtcdRestoreReconciler) localSnapshot(ctx context.Context, er *kaov1.Etc
 	_ = os.Remove(local)
 	if err := target.Download(ctx, snap.Name, local); err != nil {
 		err = describeSSHError(eb, err)
-		var bad *inputError
-		if errors.As(err, &bad) {
+		if _, ok := reason.From(err); ok {
 			return "", false, err
 		}
-		return "", false, &inputError{fmt.Sprintf("fetching %s: %v", snap.Location, err)} // a host down is worth waiting for
+		return "", false, reason.Missing("fetching %s: %v", snap.Location, err) // a host down is worth waiting for
 	}
 	return local, true, nil
 }
@@ -188,9 +177,9 @@ func (r *EtcdRestoreReconciler) localSnapshot(ctx context.Context, er *kaov1.Etc
 // or not a file is there, gets one and the same refusal, so a restore tells
 // nothing about other namespaces' files.
 func (r *EtcdRestoreReconciler) onStateVolume(er *kaov1.EtcdRestore, p string) (string, error) {
-	refuse := &refusal{kaov1.InvalidSpecReason, fmt.Sprintf(
+	refuse := reason.Refused(kaov1.InvalidSpecReason,
 		"the snapshot %s is not one of namespace %s's backups: kao restores only snapshots under %s",
-		p, er.Namespace, filepath.Join(r.StateDir, backupsDir, er.Namespace)+string(filepath.Separator))}
+		p, er.Namespace, filepath.Join(r.StateDir, backupsDir, er.Namespace)+string(filepath.Separator))
 	clean := filepath.Clean(p)
 	under := func(path, state string) bool {
 		return strings.HasPrefix(path, filepath.Join(state, backupsDir, er.Namespace)+string(filepath.Separator))
@@ -205,14 +194,14 @@ func (r *EtcdRestoreReconciler) onStateVolume(er *kaov1.EtcdRestore, p string) (
 	real, err := filepath.EvalSymlinks(clean)
 	switch {
 	case os.IsNotExist(err):
-		return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s does not exist", p)}
+		return "", reason.Refused(kaov1.RestoreFailedReason, "the snapshot file %s does not exist", p)
 	case err != nil:
-		return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot file %s cannot be read", p)}
+		return "", reason.Refused(kaov1.RestoreFailedReason, "the snapshot file %s cannot be read", p)
 	case !under(real, realState):
 		return "", refuse
 	}
 	if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() {
-		return "", &refusal{kaov1.RestoreFailedReason, fmt.Sprintf("the snapshot %s is not a regular file", p)}
+		return "", reason.Refused(kaov1.RestoreFailedReason, "the snapshot %s is not a regular file", p)
 	}
 	return real, nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/pki"
 )
 
@@ -37,7 +38,7 @@ type externalEtcd struct {
 }
 
 // readExternalEtcd reads and checks the CA and client certificate named in
-// spec.etcd.external. Bad material is an inputError that names the Secret
+// spec.etcd.external. Bad material is a reason.Missing that names the Secret
 // and what is wrong, never its content.
 func (r *KarmadaDeploymentReconciler) readExternalEtcd(ctx context.Context, kd *kaov1.KarmadaDeployment) (*externalEtcd, error) {
 	ext := kd.Spec.Etcd.External
@@ -49,30 +50,30 @@ func (r *KarmadaDeploymentReconciler) readExternalEtcd(ctx context.Context, kd *
 		return nil, err
 	}
 	if !x509.NewCertPool().AppendCertsFromPEM(ca) {
-		return nil, &inputError{fmt.Sprintf("Secret %s/%s key %q named in spec.etcd.external.caSecretRef holds no PEM certificate",
-			kd.Namespace, ext.CASecretRef.Name, ext.CASecretRef.Key)}
+		return nil, reason.Missing("Secret %s/%s key %q named in spec.etcd.external.caSecretRef holds no PEM certificate",
+			kd.Namespace, ext.CASecretRef.Name, ext.CASecretRef.Key)
 	}
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: kd.Namespace, Name: ext.ClientCertSecretName}
 	if err := r.APIReader.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &inputError{fmt.Sprintf("Secret %s named in spec.etcd.external.clientCertSecretName does not exist", key)}
+			return nil, reason.Missing("Secret %s named in spec.etcd.external.clientCertSecretName does not exist", key)
 		}
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
 	crt, keyPEM := secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey]
 	if len(crt) == 0 || len(keyPEM) == 0 {
-		return nil, &inputError{fmt.Sprintf("Secret %s named in spec.etcd.external.clientCertSecretName needs the keys %s and %s",
-			key, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)}
+		return nil, reason.Missing("Secret %s named in spec.etcd.external.clientCertSecretName needs the keys %s and %s",
+			key, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 	}
 	if _, err := tls.X509KeyPair(crt, keyPEM); err != nil {
-		return nil, &inputError{fmt.Sprintf("Secret %s named in spec.etcd.external.clientCertSecretName does not hold a matching PEM certificate and key (tls.crt, tls.key)", key)}
+		return nil, reason.Missing("Secret %s named in spec.etcd.external.clientCertSecretName does not hold a matching PEM certificate and key (tls.crt, tls.key)", key)
 	}
 	e := &externalEtcd{ca: ca, certPEM: crt, keyPEM: keyPEM, endpoint: map[string]string{}}
 	for _, ep := range ext.Endpoints {
 		u, err := url.Parse(ep)
 		if err != nil {
-			return nil, &inputError{fmt.Sprintf("spec.etcd.external.endpoints: %q is not a URL", ep)}
+			return nil, reason.Missing("spec.etcd.external.endpoints: %q is not a URL", ep)
 		}
 		e.endpoint[u.Host] = ep
 	}

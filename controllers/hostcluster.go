@@ -22,6 +22,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/kubeconfig"
 )
 
@@ -128,11 +129,11 @@ func etcdMemberURL(kd *kaov1.KarmadaDeployment, pod string) string {
 
 // hostCluster connects to the host cluster of a Containerized deployment:
 // with the kubeconfig Secret spec.hostCluster names, or, with inCluster,
-// as the operator itself. Problems the user can fix are inputErrors.
+// as the operator itself. Problems the user can fix are reason.Missing errors.
 func (r *KarmadaDeploymentReconciler) hostCluster(ctx context.Context, kd *kaov1.KarmadaDeployment) (*hostCluster, error) {
 	spec := kd.Spec.HostCluster
 	if spec == nil {
-		return nil, &inputError{msg: "spec.hostCluster is required in Containerized mode"}
+		return nil, reason.Missing("spec.hostCluster is required in Containerized mode")
 	}
 	hc := &hostCluster{namespace: hostNamespace(kd), dnsDomain: hostDNSDomain(kd), inCluster: spec.InCluster}
 	var cfg *clientcmdapi.Config
@@ -141,7 +142,7 @@ func (r *KarmadaDeploymentReconciler) hostCluster(ctx context.Context, kd *kaov1
 			return nil, err
 		}
 		if r.InClusterConfig == nil {
-			return nil, &inputError{msg: "spec.hostCluster.inCluster is set, but the operator has no configuration for its own cluster"}
+			return nil, reason.Missing("spec.hostCluster.inCluster is set, but the operator has no configuration for its own cluster")
 		}
 		cfg = kubeconfigFromREST(r.InClusterConfig)
 		var err error
@@ -157,18 +158,18 @@ func (r *KarmadaDeploymentReconciler) hostCluster(ctx context.Context, kd *kaov1
 		}
 		min, err := kubeconfig.Minimize(data, "")
 		if err != nil {
-			return nil, &inputError{msg: fmt.Sprintf("Secret %s/%s key %q named in spec.hostCluster.kubeconfigSecretRef: %v",
-				kd.Namespace, ref.Name, ref.Key, err)}
+			return nil, reason.Missing("Secret %s/%s key %q named in spec.hostCluster.kubeconfigSecretRef: %v",
+				kd.Namespace, ref.Name, ref.Key, err)
 		}
 		cfg, hc.kubeconfig, hc.secrets = min.Config, min.Data, min.Secrets
 	}
 	restConfig, err := clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, &inputError{msg: "the host cluster's kubeconfig is unusable: " + sanitizeKubeconfigError(err)}
+		return nil, reason.Missing("%s", "the host cluster's kubeconfig is unusable: "+sanitizeKubeconfigError(err))
 	}
 	restConfig.UserAgent = "kao-operator"
 	if hc.client, err = kubernetes.NewForConfig(restConfig); err != nil {
-		return nil, &inputError{msg: "the host cluster's kubeconfig is unusable: " + sanitizeKubeconfigError(err)}
+		return nil, reason.Missing("%s", "the host cluster's kubeconfig is unusable: "+sanitizeKubeconfigError(err))
 	}
 	return hc, nil
 }
@@ -223,28 +224,16 @@ func sanitizeKubeconfigError(err error) string {
 	return truncateString(msg, 300)
 }
 
-// hostUnreachable is a failed request to a host cluster before a run
-// (connection, permissions): recorded like an inputError, with the reason
-// HostClusterUnreachable, and retried with backoff.
-type hostUnreachable struct{ msg string }
-
-func (e *hostUnreachable) Error() string { return e.msg }
-
 // hostClusterError describes a failed request to the host cluster for a
 // condition: the Kubernetes status message, which names the object and the
 // cause, or the connection error; never a credential.
 func hostClusterError(what string, err error) error {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return &hostUnreachable{msg: truncateString(fmt.Sprintf("%s in the host cluster: %s", what, status.Status().Message), 900)}
+		return reason.Invalid(kaov1.HostClusterUnreachableReason, "%s", truncateString(fmt.Sprintf("%s in the host cluster: %s", what, status.Status().Message), 900))
 	}
-	return &hostUnreachable{msg: truncateString(fmt.Sprintf("%s in the host cluster: %v", what, err), 900)}
+	return reason.Invalid(kaov1.HostClusterUnreachableReason, "%s", truncateString(fmt.Sprintf("%s in the host cluster: %v", what, err), 900))
 }
-
-// exposurePending means karmada-apiserver's Service has no address yet.
-type exposurePending struct{ msg string }
-
-func (e *exposurePending) Error() string { return e.msg }
 
 // exposeAPIServer makes sure karmada-apiserver's Service exists in the host
 // cluster and returns the endpoint (host:port) clients reach it at. kao's Go
@@ -253,7 +242,7 @@ func (e *exposurePending) Error() string { return e.msg }
 // karmada-apiserver there. spec.apiServer.endpoint wins when set; otherwise
 // ClusterIP is the Service's DNS name, NodePort a node's address with the
 // node port, and LoadBalancer the address the load balancer assigned (an
-// *exposurePending until it has one).
+// ExposurePending *reason.Error until it has one).
 func exposeAPIServer(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostCluster) (string, error) {
 	if err := ensureHostNamespace(ctx, hc); err != nil {
 		return "", err
@@ -273,7 +262,7 @@ func exposeAPIServer(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostC
 			nodePort = p.NodePort
 		}
 		if nodePort == 0 {
-			return "", &exposurePending{msg: fmt.Sprintf("Service %s/%s has no node port yet", hc.namespace, hostAPIServer)}
+			return "", reason.Pending(kaov1.ExposurePendingReason, exposurePollInterval, "Service %s/%s has no node port yet", hc.namespace, hostAPIServer)
 		}
 		nodes, err := hc.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -282,7 +271,7 @@ func exposeAPIServer(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostC
 		previous, _, _ := net.SplitHostPort(kd.Status.Endpoint)
 		addr := pickNodeAddress(nodes.Items, previous)
 		if addr == "" {
-			return "", &exposurePending{msg: "no node of the host cluster reports an address to reach the node port at"}
+			return "", reason.Pending(kaov1.ExposurePendingReason, exposurePollInterval, "no node of the host cluster reports an address to reach the node port at")
 		}
 		return net.JoinHostPort(addr, strconv.Itoa(int(nodePort))), nil
 	case kaov1.LoadBalancerService:
@@ -294,7 +283,7 @@ func exposeAPIServer(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *hostC
 				return net.JoinHostPort(in.Hostname, strconv.Itoa(port)), nil
 			}
 		}
-		return "", &exposurePending{msg: fmt.Sprintf("waiting for the host cluster's load balancer to give Service %s/%s an address", hc.namespace, hostAPIServer)}
+		return "", reason.Pending(kaov1.ExposurePendingReason, exposurePollInterval, "waiting for the host cluster's load balancer to give Service %s/%s an address", hc.namespace, hostAPIServer)
 	default:
 		return net.JoinHostPort(serviceNames(kd, hostAPIServer)[1], strconv.Itoa(port)), nil
 	}
@@ -353,8 +342,8 @@ func applyAPIServerService(ctx context.Context, kd *kaov1.KarmadaDeployment, hc 
 		if uid := cur.Labels[DeploymentUIDLabel]; uid != "" {
 			owner = "belongs to another KarmadaDeployment (uid " + uid + ")"
 		}
-		return nil, &inputError{msg: fmt.Sprintf("Service %s/%s in the host cluster %s: a namespace holds one control plane; choose another spec.hostCluster.namespace",
-			hc.namespace, hostAPIServer, owner)}
+		return nil, reason.Missing("Service %s/%s in the host cluster %s: a namespace holds one control plane; choose another spec.hostCluster.namespace",
+			hc.namespace, hostAPIServer, owner)
 	}
 	port := kd.Spec.APIServer.SecurePort
 	if port == 0 {
@@ -462,14 +451,14 @@ func claimEtcdVolumes(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *host
 			continue
 		case owner == string(kd.UID):
 		case owner == "":
-			return &inputError{msg: fmt.Sprintf("PersistentVolumeClaim %s/%s in the host cluster was not made by kao, and etcd's StatefulSet would use it: "+
-				"kao neither uses nor deletes it; choose another spec.hostCluster.namespace or remove the claim", hc.namespace, name)}
+			return reason.Missing("PersistentVolumeClaim %s/%s in the host cluster was not made by kao, and etcd's StatefulSet would use it: "+
+				"kao neither uses nor deletes it; choose another spec.hostCluster.namespace or remove the claim", hc.namespace, name)
 		case ownerNS != kd.Namespace:
-			return &inputError{msg: fmt.Sprintf("PersistentVolumeClaim %s/%s in the host cluster holds the etcd data of a KarmadaDeployment of another namespace: "+
-				"kao neither uses nor deletes it; choose another spec.hostCluster.namespace", hc.namespace, name)}
+			return reason.Missing("PersistentVolumeClaim %s/%s in the host cluster holds the etcd data of a KarmadaDeployment of another namespace: "+
+				"kao neither uses nor deletes it; choose another spec.hostCluster.namespace", hc.namespace, name)
 		case owner != takeOver:
-			return &inputError{msg: fmt.Sprintf("PersistentVolumeClaim %s/%s in the host cluster holds the etcd data of another KarmadaDeployment (uid %s): "+
-				"to start on that data, annotate this deployment %s=%s; to start empty, delete the claim", hc.namespace, name, owner, kaov1.TakeOverFromAnnotation, owner)}
+			return reason.Missing("PersistentVolumeClaim %s/%s in the host cluster holds the etcd data of another KarmadaDeployment (uid %s): "+
+				"to start on that data, annotate this deployment %s=%s; to start empty, delete the claim", hc.namespace, name, owner, kaov1.TakeOverFromAnnotation, owner)
 		}
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`, DeploymentUIDLabel, kd.UID, deploymentNamespaceAnnotation, kd.Namespace)
 		if _, err := claims.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {

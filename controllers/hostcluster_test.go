@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 )
 
 func node(name string, ready bool, addrs ...corev1.NodeAddress) corev1.Node {
@@ -254,9 +254,9 @@ func TestExposeAPIServer(t *testing.T) {
 	t.Run("LoadBalancer waits for the load balancer's address", func(t *testing.T) {
 		kd := newKD("kao-expose-lb", kaov1.LoadBalancerService, "")
 		_, err := exposeAPIServer(ctx, kd, hostFor(kd))
-		var pending *exposurePending
-		if !errors.As(err, &pending) || !strings.Contains(pending.msg, "load balancer") {
-			t.Fatalf("err = %v, want exposurePending", err)
+		if pending, ok := reason.From(err); !ok || pending.Kind != reason.Wait || pending.Reason != kaov1.ExposurePendingReason ||
+			!strings.Contains(pending.Message, "load balancer") {
+			t.Fatalf("err = %v, want an ExposurePending wait", err)
 		}
 		svc, err := cs.CoreV1().Services("kao-expose-lb").Get(ctx, hostAPIServer, metav1.GetOptions{})
 		if err != nil {
@@ -281,8 +281,8 @@ func TestExposeAPIServer(t *testing.T) {
 		kd := newKD("kao-expose-cip", kaov1.ClusterIPService, "")
 		kd.UID = "someone-else"
 		_, err := exposeAPIServer(ctx, kd, hostFor(kd))
-		var bad *inputError
-		if !errors.As(err, &bad) || !strings.Contains(bad.msg, "belongs to another KarmadaDeployment (uid uid-kao-expose-cip)") {
+		if bad, ok := reason.From(err); !ok || bad.Reason != kaov1.PrerequisitesMissingReason ||
+			!strings.Contains(bad.Message, "belongs to another KarmadaDeployment (uid uid-kao-expose-cip)") {
 			t.Fatalf("err = %v, want a refusal naming the owner", err)
 		}
 	})

@@ -15,17 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/kubeconfig"
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/runner"
 )
-
-// inputError is a problem with what the user referenced (a missing Secret or
-// key): it is shown in a condition and an Event, and retried with backoff.
-type inputError struct{ msg string }
-
-func (e *inputError) Error() string { return e.msg }
 
 // runInputs is the secret material a run needs, read from Secrets.
 type runInputs struct {
@@ -46,25 +41,19 @@ type runInputs struct {
 	host *hostCluster
 }
 
-// missingSecretError is the inputError of a Secret, or a key of it, that
-// is not there.
-type missingSecretError struct{ *inputError }
-
-func (e missingSecretError) Unwrap() error { return e.inputError }
-
 // secretValue reads one key of a Secret in the deployment's namespace. field
 // is the spec path of the reference, for the error message.
 func (r *KarmadaDeploymentReconciler) secretValue(ctx context.Context, ns string, ref kaov1.SecretKeyReference, field string) ([]byte, error) {
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, missingSecretError{&inputError{fmt.Sprintf("Secret %s/%s named in %s does not exist", ns, ref.Name, field)}}
+			return nil, reason.SecretMissing("Secret %s/%s named in %s does not exist", ns, ref.Name, field)
 		}
 		return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, ref.Name, err)
 	}
 	data, ok := secret.Data[ref.Key]
 	if !ok || len(data) == 0 {
-		return nil, missingSecretError{&inputError{fmt.Sprintf("Secret %s/%s has no key %q named in %s", ns, ref.Name, ref.Key, field)}}
+		return nil, reason.SecretMissing("Secret %s/%s has no key %q named in %s", ns, ref.Name, ref.Key, field)
 	}
 	return data, nil
 }
@@ -122,7 +111,7 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 		switch {
 		case err == nil:
 			in.addKubeconfig(m.Name, min)
-		case deleting || errors.As(err, &missingSecretError{}):
+		case deleting || errors.Is(err, reason.ErrSecretMissing):
 		default:
 			return nil, err
 		}
@@ -144,8 +133,8 @@ func (r *KarmadaDeploymentReconciler) checkTakeOver(ctx context.Context, kd *kao
 	}
 	for _, other := range all.Items {
 		if string(other.UID) == uid {
-			return &inputError{fmt.Sprintf("%s names a KarmadaDeployment that still exists: only what a deleted deployment left can be taken over",
-				kaov1.TakeOverFromAnnotation)}
+			return reason.Missing("%s names a KarmadaDeployment that still exists: only what a deleted deployment left can be taken over",
+				kaov1.TakeOverFromAnnotation)
 		}
 	}
 	return nil
@@ -171,8 +160,8 @@ func (r *KarmadaDeploymentReconciler) memberKubeconfig(ctx context.Context, kd *
 		case i >= 0:
 			from = fmt.Sprintf("its current-context; name another in spec.members[%d].context", i)
 		}
-		return nil, &inputError{fmt.Sprintf("Secret %s/%s key %q named in %s: %v (context from %s)",
-			kd.Namespace, ref.Name, ref.Key, field, err, from)}
+		return nil, reason.Missing("Secret %s/%s key %q named in %s: %v (context from %s)",
+			kd.Namespace, ref.Name, ref.Key, field, err, from)
 	}
 	return min, nil
 }
@@ -227,7 +216,7 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 	}
 	inv, err := inventory.Build(kd, opts)
 	if err != nil {
-		return runner.Spec{}, &inputError{fmt.Sprintf("building the inventory: %v", err)}
+		return runner.Spec{}, reason.Missing("building the inventory: %v", err)
 	}
 	invJSON, err := inv.FileJSON()
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/probe"
 	"github.com/kao-io/kao/internal/runner"
 )
@@ -198,7 +199,7 @@ func (r *KarmadaDeploymentReconciler) reconcileNormal(ctx context.Context, s *sc
 	}
 	playbook, plan, err := r.decidePlaybook(ctx, kd)
 	if err != nil {
-		return r.refuseRun(kd, now, kaov1.DowngradeRefusedReason, err.Error()), nil
+		return r.recordNotStarted(ctx, kd, err, now)
 	}
 	s.upgrade = plan
 	if plan == nil {
@@ -298,7 +299,7 @@ func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, pl
 		extras.userRolesDigest, err = withUserRoles(&spec, roles, filepath.Join(r.PlaybookDir, playbook))
 	}
 	if err != nil {
-		return r.recordRunNotStarted(ctx, kd, err, now)
+		return r.recordNotStarted(ctx, kd, err, now)
 	}
 	if playbook == installPlaybook || playbook == membersPlaybook {
 		extras.agents = agentsDelivered(kd, in.pki)
@@ -336,40 +337,30 @@ type runExtras struct {
 	agents map[string]metav1.Time
 }
 
-// recordRunNotStarted records why a run could not start. Bad input (a
-// missing Secret, a host the inventory rejects, a user role that cannot be
-// used) and a host cluster kao could
-// not use are failed attempts with a condition and an Event, retried with
-// backoff. A karmada-apiserver Service still waiting for its address is no
-// failure: kao looks again soon. Other errors go back to controller-runtime.
-func (r *KarmadaDeploymentReconciler) recordRunNotStarted(ctx context.Context, kd *kaov1.KarmadaDeployment, err error, now time.Time) (ctrl.Result, error) {
-	var (
-		bad         *inputError
-		badRole     *userRoleError
-		unreachable *hostUnreachable
-		pending     *exposurePending
-		reason, msg string
-	)
-	switch {
-	case errors.As(err, &pending):
-		if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Message != pending.msg {
-			r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, kaov1.ExposurePendingReason, "Run", "%s", pending.msg)
-		}
-		ctrl.LoggerFrom(ctx).V(1).Info("Waiting for karmada-apiserver's address", "reason", pending.msg)
-		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.ExposurePendingReason, pending.msg)
-		return ctrl.Result{RequeueAfter: exposurePollInterval}, nil
-	case errors.As(err, &badRole):
-		reason, msg = kaov1.UserRoleInvalidReason, badRole.msg
-	case errors.As(err, &bad):
-		reason, msg = kaov1.PrerequisitesMissingReason, bad.msg
-	case errors.As(err, &unreachable):
-		reason, msg = kaov1.HostClusterUnreachableReason, unreachable.msg
-	default:
+// recordNotStarted records why a run could not start, from its
+// *reason.Error. A Wait (a karmada-apiserver Service still waiting for its
+// address) is no failure: the condition is Unknown, an Event tells once, and
+// kao looks again soon. Anything else the user can fix (a missing Secret, a
+// host the inventory rejects, a user role that cannot be used, an
+// unreachable host cluster, a downgrade) is a failed attempt with a condition
+// and a Warning Event, retried with backoff. Other errors go back to
+// controller-runtime.
+func (r *KarmadaDeploymentReconciler) recordNotStarted(ctx context.Context, kd *kaov1.KarmadaDeployment, err error, now time.Time) (ctrl.Result, error) {
+	e, ok := reason.From(err)
+	if !ok {
 		return ctrl.Result{}, err
 	}
+	if e.Kind == reason.Wait {
+		if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Message != e.Message {
+			r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, e.Reason, "Run", "%s", e.Message)
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("Waiting before the run", "reason", e.Reason, "message", e.Message)
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, e.Reason, e.Message)
+		return ctrl.Result{RequeueAfter: e.After}, nil
+	}
 	kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
-	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, reason, msg)
-	r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, reason, "Run", "%s", msg)
+	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, e.Reason, e.Message)
+	r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, e.Reason, "Run", "%s", e.Message)
 	return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}, nil
 }
 

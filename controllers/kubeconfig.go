@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/pki"
 )
 
@@ -89,8 +90,8 @@ func ownedByAnother(secret *corev1.Secret, kd *kaov1.KarmadaDeployment) (bool, e
 	}
 	for _, ref := range secret.OwnerReferences {
 		if ref.Kind == "KarmadaDeployment" && ref.Name != kd.Name {
-			return false, &inputError{fmt.Sprintf("Secret %s/%s belongs to KarmadaDeployment %s: rename this deployment",
-				secret.Namespace, secret.Name, ref.Name)}
+			return false, reason.Missing("Secret %s/%s belongs to KarmadaDeployment %s: rename this deployment",
+				secret.Namespace, secret.Name, ref.Name)
 		}
 	}
 	return true, nil

@@ -12,10 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 )
 
 // outcome is what a reconcile shows for a run that did not start: the
@@ -72,7 +72,7 @@ func TestRecordNotStartedOutcomes(t *testing.T) {
 			rec := events.NewFakeRecorder(10)
 			r := &KarmadaDeploymentReconciler{Recorder: rec}
 			kd := &kaov1.KarmadaDeployment{ObjectMeta: metav1.ObjectMeta{Name: "dc1", Namespace: "team-a", Generation: 4}}
-			res, err := r.recordNotStartedForTest(context.Background(), kd, c.err, now)
+			res, err := r.recordNotStarted(context.Background(), kd, c.err, now)
 			got := outcome{requeue: res.RequeueAfter, handed: err != nil, retried: kd.Status.Retry != nil}
 			if cond := meta.FindStatusCondition(kd.Status.Conditions, kaov1.PlaybookSucceededCondition); cond != nil {
 				got.status, got.reason, got.message = cond.Status, cond.Reason, cond.Message
@@ -87,7 +87,7 @@ func TestRecordNotStartedOutcomes(t *testing.T) {
 			}
 			// Waiting for an address tells once: the same message again emits no Event.
 			if c.want.reason == kaov1.ExposurePendingReason {
-				if _, err := r.recordNotStartedForTest(context.Background(), kd, c.err, now); err != nil {
+				if _, err := r.recordNotStarted(context.Background(), kd, c.err, now); err != nil {
 					t.Fatal(err)
 				}
 				select {
@@ -172,35 +172,26 @@ func TestRestoreNotStartedOutcomes(t *testing.T) {
 	}
 }
 
-// notStartedError makes the error of one kind with a message.
+// notStartedError makes the error of one kind with a message, as the code
+// that meets it does.
 func notStartedError(kind, msg string) error {
 	switch kind {
 	case "missing":
-		return &inputError{msg}
+		return reason.Missing("%s", msg)
 	case "secret":
-		return missingSecretError{&inputError{msg}}
+		return reason.SecretMissing("%s", msg)
 	case "role":
-		return &userRoleError{msg}
+		return userRoleErrorf("%s", msg)
 	case "host":
-		return &hostUnreachable{msg: msg}
+		return reason.Invalid(kaov1.HostClusterUnreachableReason, "%s", msg)
 	case "pending":
-		return &exposurePending{msg: msg}
+		return reason.Pending(kaov1.ExposurePendingReason, exposurePollInterval, "%s", msg)
 	case "downgrade":
-		return &downgradeError{msg}
+		return downgradeRefused("%s", msg)
 	case "refused":
-		return &refusal{reason: kaov1.ChecksumMismatchReason, msg: msg}
+		return reason.Refused(kaov1.ChecksumMismatchReason, "%s", msg)
 	case "busy":
-		return &busyError{msg: msg, requeueAfter: restoreBusyRequeueAfter}
+		return reason.Pending(kaov1.WaitingForRunReason, restoreBusyRequeueAfter, "%s", msg)
 	}
 	panic(kind)
-}
-
-// recordNotStartedForTest records a run that did not start the way
-// reconcileNormal does.
-func (r *KarmadaDeploymentReconciler) recordNotStartedForTest(ctx context.Context, kd *kaov1.KarmadaDeployment, err error, now time.Time) (ctrl.Result, error) {
-	var down *downgradeError
-	if errors.As(err, &down) {
-		return r.refuseRun(kd, now, kaov1.DowngradeRefusedReason, err.Error()), nil
-	}
-	return r.recordRunNotStarted(ctx, kd, err, now)
 }

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/pki"
 )
 
@@ -180,7 +181,7 @@ func (r *KarmadaDeploymentReconciler) ensurePKI(ctx context.Context, kd *kaov1.K
 		setCondition(kd, kaov1.CertificatesValidCondition, metav1.ConditionFalse, kaov1.TrustRootUnusableReason, err.Error())
 	}
 	if err != nil {
-		return nil, &inputError{fmt.Sprintf("issuing certificates from Secret %s: %v", key, err)}
+		return nil, reason.Missing("issuing certificates from Secret %s: %v", key, err)
 	}
 	if len(changed) > 0 || !exists || stale {
 		secret.Type = corev1.SecretTypeOpaque

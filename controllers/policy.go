@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"fmt"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	bundle "github.com/kao-io/kao/internal/artifacts"
+	"github.com/kao-io/kao/internal/controller/reason"
 )
 
 // Policy is what the operator's administrator lets tenants ask for. A
@@ -60,8 +60,8 @@ func (p Policy) checkLocalPath(local, artifactsDir string) error {
 			return nil
 		}
 	}
-	return &inputError{fmt.Sprintf("spec.artifacts.localPath %s is not a bundle directory the operator's administrator allows: "+
-		"it must be the operator's --artifacts-dir or lie under a directory of --allowed-artifact-paths", local)}
+	return reason.Missing("spec.artifacts.localPath %s is not a bundle directory the operator's administrator allows: "+
+		"it must be the operator's --artifacts-dir or lie under a directory of --allowed-artifact-paths", local)
 }
 
 // isOrUnder tells whether p is dir or lies under it (both clean).
@@ -78,23 +78,23 @@ func isOrUnder(p, dir string) bool {
 func (p Policy) checkURL(rawURL, sums string) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return &inputError{"spec.artifacts.url is not a valid URL"}
+		return reason.Missing("spec.artifacts.url is not a valid URL")
 	}
 	if u.Scheme == "http" {
 		if u.User != nil {
-			return &inputError{"spec.artifacts.url sends credentials over plain http: serve the bundle over https"}
+			return reason.Missing("spec.artifacts.url sends credentials over plain http: serve the bundle over https")
 		}
 		if sums == "" {
-			return &inputError{"an http:// spec.artifacts.url needs spec.artifacts.sha256sums, the SHA-256 of the bundle's SHA256SUMS: over plain http nothing else vouches for the files (or serve the bundle over https)"}
+			return reason.Missing("an http:// spec.artifacts.url needs spec.artifacts.sha256sums, the SHA-256 of the bundle's SHA256SUMS: over plain http nothing else vouches for the files (or serve the bundle over https)")
 		}
 	}
 	if len(p.ArtifactURLs) == 0 {
-		return &inputError{"spec.artifacts.url: the operator's administrator allows no bundle URL (--allowed-artifact-urls): use the operator's bundle, or ask for the URL to be allowed"}
+		return reason.Missing("spec.artifacts.url: the operator's administrator allows no bundle URL (--allowed-artifact-urls): use the operator's bundle, or ask for the URL to be allowed")
 	}
 	if p.allowsURL(u) {
 		return nil
 	}
-	return &inputError{fmt.Sprintf("spec.artifacts.url %s starts with none of the prefixes the operator's administrator allows (--allowed-artifact-urls)", bundle.Redact(rawURL))}
+	return reason.Missing("spec.artifacts.url %s starts with none of the prefixes the operator's administrator allows (--allowed-artifact-urls)", bundle.Redact(rawURL))
 }
 
 // allowsURL tells whether u starts with an allowed prefix: the same scheme
@@ -154,13 +154,13 @@ func (p Policy) checkInCluster(kd *kaov1.KarmadaDeployment) error {
 		}
 	}
 	if !allowed {
-		return &inputError{fmt.Sprintf("spec.hostCluster.inCluster: the operator's administrator does not allow control planes in namespace %s of the operator's own cluster (--allowed-in-cluster-namespaces)", ns)}
+		return reason.Missing("spec.hostCluster.inCluster: the operator's administrator does not allow control planes in namespace %s of the operator's own cluster (--allowed-in-cluster-namespaces)", ns)
 	}
 	if m := kd.Spec.Etcd.Managed; m != nil && m.Storage.Type == kaov1.HostPathStorage && !p.InClusterHostPath {
-		return &inputError{"spec.etcd.managed.storage.type HostPath: the operator's administrator does not allow HostPath volumes on the operator's own cluster's nodes (--allow-in-cluster-host-path); use a claim or emptyDir"}
+		return reason.Missing("spec.etcd.managed.storage.type HostPath: the operator's administrator does not allow HostPath volumes on the operator's own cluster's nodes (--allow-in-cluster-host-path); use a claim or emptyDir")
 	}
 	if field := tolerationsField(kd); field != "" && !p.InClusterTolerations {
-		return &inputError{fmt.Sprintf("%s: the operator's administrator does not allow tolerations on the operator's own cluster (--allow-in-cluster-tolerations)", field)}
+		return reason.Missing("%s: the operator's administrator does not allow tolerations on the operator's own cluster (--allow-in-cluster-tolerations)", field)
 	}
 	return nil
 }

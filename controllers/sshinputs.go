@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 )
 
 // checkSSHKey refuses a private key ansible could not use: one that is not a
@@ -25,11 +26,11 @@ func checkSSHKey(data []byte, ns string, ref kaov1.SecretKeyReference) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &passphrase):
-		return &inputError{fmt.Sprintf("the SSH private key in Secret %s/%s (key %q, spec.ssh.privateKeySecretRef) is protected by a passphrase: "+
-			"runs have no terminal to unlock it; store a key without a passphrase", ns, ref.Name, ref.Key)}
+		return reason.Missing("the SSH private key in Secret %s/%s (key %q, spec.ssh.privateKeySecretRef) is protected by a passphrase: "+
+			"runs have no terminal to unlock it; store a key without a passphrase", ns, ref.Name, ref.Key)
 	default:
-		return &inputError{fmt.Sprintf("Secret %s/%s (key %q, spec.ssh.privateKeySecretRef) does not hold an SSH private key "+
-			"in OpenSSH or PEM format", ns, ref.Name, ref.Key)}
+		return reason.Missing("Secret %s/%s (key %q, spec.ssh.privateKeySecretRef) does not hold an SSH private key "+
+			"in OpenSSH or PEM format", ns, ref.Name, ref.Key)
 	}
 }
 
@@ -54,8 +55,8 @@ func checkKnownHosts(data []byte, hosts []kaov1.Host, ns string, ref kaov1.Secre
 	}
 	callback, err := knownhosts.New(file.Name())
 	if err != nil {
-		return &inputError{fmt.Sprintf("Secret %s/%s (key %q, spec.ssh.knownHostsSecretRef) is not a known_hosts file ssh can read: %v",
-			ns, ref.Name, ref.Key, err)}
+		return reason.Missing("Secret %s/%s (key %q, spec.ssh.knownHostsSecretRef) is not a known_hosts file ssh can read: %v",
+			ns, ref.Name, ref.Key, err)
 	}
 	// An all-zero key, never a real host's: the answer says whether the
 	// host is known at all.
@@ -78,9 +79,9 @@ func checkKnownHosts(data []byte, hosts []kaov1.Host, ns string, ref kaov1.Secre
 		}
 	}
 	if len(missing) > 0 {
-		return &inputError{fmt.Sprintf("Secret %s/%s (key %q, spec.ssh.knownHostsSecretRef) pins no host key for %v: "+
+		return reason.Missing("Secret %s/%s (key %q, spec.ssh.knownHostsSecretRef) pins no host key for %v: "+
 			"kao never trusts a host key it has not been given; add the hosts' keys (ssh-keyscan, checked out of band)",
-			ns, ref.Name, ref.Key, missing)}
+			ns, ref.Name, ref.Key, missing)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
-	"errors"
 	"strings"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 )
 
 // testSSHMaterial returns a real OpenSSH private key and a known_hosts line
@@ -65,10 +65,9 @@ func TestCheckSSHKey(t *testing.T) {
 		{"a public key", "does not hold an SSH private key", []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGVhc3QK host")},
 	} {
 		err := checkSSHKey(tc.data, "ns", ref)
-		var in *inputError
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "ns/dc-ssh") {
 			t.Errorf("%s: got %v, want an error saying %q and naming the Secret", tc.name, err, tc.want)
-		} else if !errors.As(err, &in) {
+		} else if e, ok := reason.From(err); !ok || e.Reason != kaov1.PrerequisitesMissingReason {
 			t.Errorf("%s: %T is not an input error (no PrerequisitesMissing condition)", tc.name, err)
 		}
 		if err != nil && strings.Contains(err.Error(), string(tc.data[:20])) {

@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/runner"
 )
@@ -222,16 +223,17 @@ func (p *upgradePlan) status(runID string, generation int64, now time.Time) *kao
 	return &kaov1.UpgradeStatus{RunID: runID, Generation: generation, StartTime: metav1.NewTime(now), Components: p.components}
 }
 
-// downgradeError is a spec that asks a component to run a version older
-// than one it runs. kao refuses it before any host is touched.
-type downgradeError struct{ msg string }
-
-func (e *downgradeError) Error() string { return e.msg }
+// downgradeRefused is a spec that asks a component to run a version older
+// than one it runs. kao refuses it before any host is touched, and retries
+// with backoff like any bad input (status.version may yet change).
+func downgradeRefused(format string, args ...any) error {
+	return reason.Invalid(kaov1.DowngradeRefusedReason, "%s", truncateString(fmt.Sprintf(format, args...), 1024))
+}
 
 // planUpgrade compares the versions the spec asks for (targets) with those
 // status says run and decides what an upgrade moves. It returns nil when
 // nothing runs a version other than its target (an install run converges
-// the rest: new hosts, etcd, configuration), and a *downgradeError when a
+// the rest: new hosts, etcd, configuration), and a DowngradeRefused *reason.Error when a
 // target is older than a version that runs.
 //
 // A component moves when a host runs a version other than its target; it
@@ -241,15 +243,15 @@ func (e *downgradeError) Error() string { return e.msg }
 // plane last reached.
 func planUpgrade(kd *kaov1.KarmadaDeployment, targets map[string]string) (*upgradePlan, error) {
 	if reached := kd.Status.Version; reached != "" && olderThan(kd.Spec.Version, reached) {
-		return nil, &downgradeError{fmt.Sprintf(
+		return nil, downgradeRefused(
 			"spec.version asks for Karmada %s, but the control plane runs %s: kao does not downgrade "+
 				"(Karmada's newer CRDs and the objects stored with them are not meant for older versions); set spec.version to %s or newer",
-			kd.Spec.Version, reached, reached)}
+			kd.Spec.Version, reached, reached)
 	}
 	for _, name := range []string{"etcd"} {
 		for _, v := range knownVersions(kd, name) {
 			if olderThan(targets[name], v) {
-				return nil, &downgradeError{fmt.Sprintf("the spec asks etcd to run %s, but it runs %s: kao does not downgrade etcd", targets[name], v)}
+				return nil, downgradeRefused("the spec asks etcd to run %s, but it runs %s: kao does not downgrade etcd", targets[name], v)
 			}
 		}
 	}
@@ -272,9 +274,9 @@ func planUpgrade(kd *kaov1.KarmadaDeployment, targets map[string]string) (*upgra
 				if c.own(&kd.Spec) == "" {
 					field = map[string]string{karmadaFamily: "spec.version", kubernetesFamily: "spec.kubernetesVersion"}[c.family]
 				}
-				return nil, &downgradeError{fmt.Sprintf(
+				return nil, downgradeRefused(
 					"%s asks %s to run %s, but it runs %s: kao does not downgrade; set %s to %s or newer",
-					field, c.name, target, v, field, v)}
+					field, c.name, target, v, field, v)
 			}
 		}
 		running := runningVersions(kd, c.name)
@@ -344,15 +346,6 @@ func (r *KarmadaDeploymentReconciler) decidePlaybook(ctx context.Context, kd *ka
 		return installPlaybook, nil, err
 	}
 	return upgradePlaybook, plan, nil
-}
-
-// refuseRun records a run kao will not start for this spec: a condition, a
-// Warning Event, and a retry with backoff (a spec change is looked at at once).
-func (r *KarmadaDeploymentReconciler) refuseRun(kd *kaov1.KarmadaDeployment, now time.Time, reason, msg string) ctrl.Result {
-	kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
-	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, reason, truncateString(msg, 1024))
-	r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, reason, "Run", "%s", truncateString(msg, 1024))
-	return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}
 }
 
 // upgradeBackupDir is where a deployment's pre-upgrade snapshots are kept.

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/runner"
 )
 
@@ -60,14 +61,11 @@ var userRoleTopDirs = []string{"defaults", "files", "handlers", "meta", "tasks",
 // name that starts with a letter or digit.
 var userRolePart = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
 
-// userRoleError is a user role that cannot be used. Like an inputError it
-// is shown in a condition and a Warning Event, and retried with backoff.
-type userRoleError struct{ msg string }
-
-func (e *userRoleError) Error() string { return e.msg }
-
+// userRoleErrorf is a user role that cannot be used: shown in a condition
+// and a Warning Event with the reason UserRoleInvalid, and retried with
+// backoff.
 func userRoleErrorf(format string, args ...any) error {
-	return &userRoleError{fmt.Sprintf(format, args...)}
+	return reason.Invalid(kaov1.UserRoleInvalidReason, format, args...)
 }
 
 // userRole is a user role read for a run.
@@ -101,7 +99,7 @@ func configMapRolePath(key string) (string, error) {
 }
 
 // loadUserRoles reads every role of spec.addons.userRoles. A role that cannot
-// be used is a *userRoleError naming its field.
+// be used is a UserRoleInvalid *reason.Error naming its field.
 func (r *KarmadaDeploymentReconciler) loadUserRoles(ctx context.Context, kd *kaov1.KarmadaDeployment) ([]userRole, error) {
 	roles := make([]userRole, 0, len(kd.Spec.Addons.UserRoles))
 	for i, spec := range kd.Spec.Addons.UserRoles {
@@ -258,8 +256,7 @@ func (r *KarmadaDeploymentReconciler) readPathRole(path, name, field string) ([]
 		return nil
 	})
 	if err != nil {
-		var bad *userRoleError
-		if errors.As(err, &bad) {
+		if _, ok := reason.From(err); ok {
 			return nil, err
 		}
 		return nil, userRoleErrorf("%s.path: reading %s: %v", field, path, err)
