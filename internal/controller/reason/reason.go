@@ -20,14 +20,14 @@ import (
 type Kind int
 
 const (
-	// Retry: something the user fixes (a missing Secret, a host the inventory
+	// Retry is something the user fixes (a missing Secret, a host the inventory
 	// rejects, an unreachable host cluster). A failed attempt, retried with
 	// backoff.
 	Retry Kind = iota
-	// Wait: nothing failed; kao looks again After (an address still being
+	// Wait is no failure: kao looks again After (an address still being
 	// assigned, a deployment busy with another run).
 	Wait
-	// Refuse: kao never runs this as specified (a restore whose snapshot
+	// Refuse means kao never runs this as specified (a restore whose snapshot
 	// fails its checksum).
 	Refuse
 )
