@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/status"
 	"github.com/kao-io/kao/internal/probe"
 )
 
@@ -106,8 +106,8 @@ func deploymentInstalledOrChanged() predicate.Predicate {
 // backupScope is one reconcile's view of an EtcdBackup: the object being
 // changed and the state it was read in, for a single status patch.
 type backupScope struct {
-	eb   *kaov1.EtcdBackup
-	base *kaov1.EtcdBackup
+	eb      *kaov1.EtcdBackup
+	patcher *status.Patcher[*kaov1.EtcdBackup]
 	// acted is set when this reconcile acted on the current spec without a
 	// failure; only then does status.observedGeneration move.
 	acted bool
@@ -124,7 +124,10 @@ func (r *EtcdBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("EtcdBackup", klog.KObj(eb)))
 
-	s := &backupScope{eb: eb, base: eb.DeepCopy()}
+	// No optimistic lock: only this reconciler writes the status, one
+	// reconcile per backup at a time, and a spec edit during a long snapshot
+	// must not lose the snapshot's record (its file would never be pruned).
+	s := &backupScope{eb: eb, patcher: status.NewPatcher(r.Client, eb, func(eb *kaov1.EtcdBackup) any { return eb.Status }, false)}
 	defer func() {
 		if err := r.patchStatus(ctx, s); err != nil {
 			reterr = errors.Join(reterr, err)
@@ -141,17 +144,7 @@ func (r *EtcdBackupReconciler) patchStatus(ctx context.Context, s *backupScope) 
 	if s.acted {
 		eb.Status.ObservedGeneration = eb.Generation
 	}
-	if equality.Semantic.DeepEqual(s.base.Status, eb.Status) {
-		return nil
-	}
-	// No optimistic lock: only this reconciler writes the status, one
-	// reconcile per backup at a time, and a spec edit during a long snapshot
-	// must not lose the snapshot's record (its file would never be pruned).
-	if err := r.Client.Status().Patch(ctx, eb, client.MergeFrom(s.base)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("patching status: %w", err)
-	}
-	s.base = eb.DeepCopy()
-	return nil
+	return s.patcher.Patch(ctx)
 }
 
 func (r *EtcdBackupReconciler) reconcileNormal(ctx context.Context, s *backupScope) ctrl.Result {

@@ -30,6 +30,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/reason"
+	"github.com/kao-io/kao/internal/controller/status"
 	"github.com/kao-io/kao/internal/runner"
 )
 
@@ -151,8 +152,8 @@ func backupSnapshotChanged() predicate.Predicate {
 // restoreScope is one reconcile's view of an EtcdRestore, for a single
 // status patch at the end.
 type restoreScope struct {
-	er   *kaov1.EtcdRestore
-	base *kaov1.EtcdRestore
+	er      *kaov1.EtcdRestore
+	patcher *status.Patcher[*kaov1.EtcdRestore]
 }
 
 // Reconcile moves an EtcdRestore along: Pending → Running → Succeeded or Failed.
@@ -171,7 +172,7 @@ func (r *EtcdRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, r.Client.Update(ctx, er)
 	}
 
-	s := &restoreScope{er: er, base: er.DeepCopy()}
+	s := &restoreScope{er: er, patcher: status.NewPatcher(r.Client, er, func(er *kaov1.EtcdRestore) any { return er.Status }, true)}
 	defer func() {
 		if err := r.patchStatus(ctx, s); err != nil {
 			reterr = errors.Join(reterr, err)
@@ -197,14 +198,7 @@ func (r *EtcdRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 func (r *EtcdRestoreReconciler) patchStatus(ctx context.Context, s *restoreScope) error {
 	er := s.er
 	er.Status.ObservedGeneration = er.Generation // the spec is immutable: every reconcile acts on it
-	if equality.Semantic.DeepEqual(s.base.Status, er.Status) {
-		return nil
-	}
-	if err := r.Client.Status().Patch(ctx, er, client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("patching status: %w", err)
-	}
-	s.base = er.DeepCopy()
-	return nil
+	return s.patcher.Patch(ctx)
 }
 
 func (r *EtcdRestoreReconciler) reconcileNormal(ctx context.Context, s *restoreScope) (ctrl.Result, error) {

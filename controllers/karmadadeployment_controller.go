@@ -28,6 +28,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/reason"
+	"github.com/kao-io/kao/internal/controller/status"
 	"github.com/kao-io/kao/internal/probe"
 	"github.com/kao-io/kao/internal/runner"
 )
@@ -120,7 +121,7 @@ func (r *KarmadaDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		return ctrl.Result{}, r.Client.Update(ctx, kd)
 	}
 
-	s := &scope{kd: kd, base: kd.DeepCopy()}
+	s := &scope{kd: kd, patcher: status.NewPatcher(r.Client, kd, deploymentStatus, true)}
 	defer func() {
 		if err := r.patchStatus(ctx, s); err != nil {
 			reterr = errors.Join(reterr, err)
@@ -139,11 +140,12 @@ func (r *KarmadaDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	return r.reconcileNormal(ctx, s)
 }
 
-// scope is one reconcile's view of a deployment: the object being changed and
-// the state it was read in, for a single status patch at the end.
+// scope is one reconcile's view of a deployment: the object being changed,
+// and its patcher, which writes the status changes once at the end (with the
+// optimistic lock: a finished run's record is never overwritten).
 type scope struct {
-	kd   *kaov1.KarmadaDeployment
-	base *kaov1.KarmadaDeployment
+	kd      *kaov1.KarmadaDeployment
+	patcher *status.Patcher[*kaov1.KarmadaDeployment]
 	// upgrade is what the run starting now moves, when it is an upgrade.
 	upgrade *upgradePlan
 }
@@ -155,15 +157,10 @@ func (r *KarmadaDeploymentReconciler) patchStatus(ctx context.Context, s *scope)
 	if last := kd.Status.LastRun; last != nil && last.Result == kaov1.RunSucceeded && last.Generation == kd.Generation {
 		kd.Status.ObservedGeneration = kd.Generation
 	}
-	if equality.Semantic.DeepEqual(s.base.Status, kd.Status) {
-		return nil
-	}
-	if err := r.Client.Status().Patch(ctx, kd, client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("patching status: %w", err)
-	}
-	s.base = kd.DeepCopy()
-	return nil
+	return s.patcher.Patch(ctx)
 }
+
+func deploymentStatus(kd *kaov1.KarmadaDeployment) any { return kd.Status }
 
 func (r *KarmadaDeploymentReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	kd := s.kd
