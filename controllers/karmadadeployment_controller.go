@@ -245,62 +245,86 @@ func (r *KarmadaDeploymentReconciler) recordInterruptedRun(ctx context.Context, 
 	r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "PlaybookInterrupted", "Run", msg)
 }
 
-// startRun reads the run's inputs, records the run in status and starts it.
-// Bad input (a missing Secret, a host the inventory rejects) is recorded as a
-// failed attempt with a condition and an Event, and retried with backoff.
+// preparedRun is a run ready to start: its spec and what it records when it
+// succeeds.
+type preparedRun struct {
+	spec   runner.Spec
+	extras runExtras
+}
+
+// prepareRun reads and checks everything the run needs, in an order that
+// matters: the host cluster first (an install needs karmada-apiserver's
+// address before it can issue the certificate that names it), the user
+// roles before the certificates (a role that cannot be used changes
+// nothing), then the certificates, the inventory, the bundle and the spec.
+func (r *KarmadaDeploymentReconciler) prepareRun(ctx context.Context, s *scope, playbook, runID, dir string, now time.Time) (*preparedRun, error) {
+	kd := s.kd
+	in, err := r.gatherInputs(ctx, kd)
+	if err != nil {
+		return nil, err
+	}
+	if kd.Spec.Mode == kaov1.ContainerizedMode {
+		if in.host, err = r.hostCluster(ctx, kd); err != nil {
+			return nil, err
+		}
+		if playbook == installPlaybook || playbook == upgradePlaybook {
+			endpoint, err := exposeAPIServer(ctx, kd, in.host)
+			if err != nil {
+				return nil, err
+			}
+			kd.Status.Endpoint = endpoint
+			if err := claimEtcdVolumes(ctx, kd, in.host); err != nil {
+				return nil, err
+			}
+		}
+	}
+	in.upgrade = s.upgrade
+	var roles []userRole
+	if playbook == installPlaybook {
+		if roles, err = r.loadUserRoles(ctx, kd); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case playbook == installPlaybook || playbook == membersPlaybook || playbook == upgradePlaybook:
+		// A members run needs the certificates of new Pull members' agents;
+		// choosePlaybook runs install.yml whenever another one is due.
+		in.pki, err = r.ensurePKI(ctx, kd, now)
+	case kd.Status.Certificates != nil:
+		in.pki, err = r.readPKI(ctx, kd) // uninstall needs no new certificates
+	}
+	if err != nil {
+		return nil, err
+	}
+	in.pki = withExternalEtcd(in.pki, in.externalEtcd)
+	p := &preparedRun{}
+	if p.spec, err = r.buildRunSpec(ctx, kd, in, runID, dir, playbook); err != nil {
+		return nil, err
+	}
+	if len(roles) > 0 {
+		if p.extras.userRolesDigest, err = withUserRoles(&p.spec, roles, filepath.Join(r.PlaybookDir, playbook)); err != nil {
+			return nil, err
+		}
+	}
+	if playbook == installPlaybook || playbook == membersPlaybook {
+		p.extras.agents = agentsDelivered(kd, in.pki)
+	}
+	return p, nil
+}
+
+// startRun prepares the run, records it in status and starts it. Bad input
+// (a missing Secret, a host the inventory rejects) is recorded as a failed
+// attempt with a condition and an Event, and retried with backoff.
 func (r *KarmadaDeploymentReconciler) startRun(ctx context.Context, s *scope, playbook string) (ctrl.Result, error) {
 	kd := s.kd
 	now := r.Clock.Now()
 	runID := newRunID(now)
 	dir := filepath.Join(runsDir(r.StateDir, kd.UID), runID)
-
-	in, err := r.gatherInputs(ctx, kd)
-	if err == nil && kd.Spec.Mode == kaov1.ContainerizedMode {
-		// The host cluster first: an install needs karmada-apiserver's
-		// address before it can issue the certificate that names it.
-		in.host, err = r.hostCluster(ctx, kd)
-		if err == nil && (playbook == installPlaybook || playbook == upgradePlaybook) {
-			var endpoint string
-			if endpoint, err = exposeAPIServer(ctx, kd, in.host); err == nil {
-				kd.Status.Endpoint = endpoint
-			}
-			if err == nil {
-				err = claimEtcdVolumes(ctx, kd, in.host)
-			}
-		}
-	}
-	if err == nil {
-		in.upgrade = s.upgrade
-	}
-	var roles []userRole
-	if err == nil && playbook == installPlaybook {
-		// Before the certificates: a role that cannot be used changes nothing.
-		roles, err = r.loadUserRoles(ctx, kd)
-	}
-	if err == nil && (playbook == installPlaybook || playbook == membersPlaybook || playbook == upgradePlaybook) {
-		// A members run needs the certificates of new Pull members' agents;
-		// choosePlaybook runs install.yml whenever another one is due.
-		in.pki, err = r.ensurePKI(ctx, kd, now)
-	} else if err == nil && kd.Status.Certificates != nil {
-		in.pki, err = r.readPKI(ctx, kd) // uninstall needs no new certificates
-	}
-	if err == nil {
-		in.pki = withExternalEtcd(in.pki, in.externalEtcd)
-	}
-	var spec runner.Spec
-	var extras runExtras
-	if err == nil {
-		spec, err = r.buildRunSpec(ctx, kd, in, runID, dir, playbook)
-	}
-	if err == nil && len(roles) > 0 {
-		extras.userRolesDigest, err = withUserRoles(&spec, roles, filepath.Join(r.PlaybookDir, playbook))
-	}
+	p, err := r.prepareRun(ctx, s, playbook, runID, dir, now)
 	if err != nil {
 		return r.recordNotStarted(ctx, kd, err, now)
 	}
-	if playbook == installPlaybook || playbook == membersPlaybook {
-		extras.agents = agentsDelivered(kd, in.pki)
-	}
+	spec, extras := p.spec, p.extras
 	// A generated playbook is written when the run starts: estimate with
 	// kao's own until then.
 	total, _ := runner.EstimateResults(filepath.Join(r.PlaybookDir, playbook), spec.RolesPath, spec.Groups)
