@@ -66,25 +66,25 @@ func (s bundleSource) String() string {
 // mirrored first, into the operator's state directory. Installs are offline:
 // a missing version is a condition telling what to build, never a download
 // from the internet.
-func (r *KarmadaDeploymentReconciler) resolveArtifacts(kd *kaov1.KarmadaDeployment) (*artifacts, error) {
-	return r.fetchArtifacts(context.Background(), kd)
+func (g *gatherer) resolveArtifacts(kd *kaov1.KarmadaDeployment) (*artifacts, error) {
+	return g.fetchArtifacts(context.Background(), kd)
 }
 
 // fetchArtifacts is resolveArtifacts with a context that ends the mirror of
 // spec.artifacts.url early.
-func (r *KarmadaDeploymentReconciler) fetchArtifacts(ctx context.Context, kd *kaov1.KarmadaDeployment) (*artifacts, error) {
+func (g *gatherer) fetchArtifacts(ctx context.Context, kd *kaov1.KarmadaDeployment) (*artifacts, error) {
 	rawURL := kd.Spec.Artifacts.URL
 	if rawURL == "" {
-		return r.localArtifacts(kd)
+		return g.localArtifacts(kd)
 	}
-	if err := r.checkURL(rawURL, kd.Spec.Artifacts.SHA256Sums); err != nil {
+	if err := g.checkURL(rawURL, kd.Spec.Artifacts.SHA256Sums); err != nil {
 		return nil, err
 	}
-	if r.StateDir == "" {
+	if g.StateDir == "" {
 		return nil, reason.Missing("spec.artifacts.url needs the operator's --state-dir to mirror the bundle into")
 	}
-	m, err := bundle.New(rawURL, filepath.Join(r.StateDir, artifactsCacheDir),
-		bundle.Options{SumsSHA256: kd.Spec.Artifacts.SHA256Sums, AllowRedirect: r.allowsURL})
+	m, err := bundle.New(rawURL, filepath.Join(g.StateDir, artifactsCacheDir),
+		bundle.Options{SumsSHA256: kd.Spec.Artifacts.SHA256Sums, AllowRedirect: g.allowsURL})
 	if err != nil {
 		return nil, reason.Missing("spec.artifacts.url: %v", err) // never quotes the URL's credentials
 	}
@@ -127,18 +127,18 @@ func (r *KarmadaDeploymentReconciler) fetchArtifacts(ctx context.Context, kd *ka
 
 // observedArtifacts is resolveArtifacts without the network, for status: a
 // bundle at spec.artifacts.url is read from what the last run mirrored.
-func (r *KarmadaDeploymentReconciler) observedArtifacts(kd *kaov1.KarmadaDeployment) (*artifacts, error) {
+func (g *gatherer) observedArtifacts(kd *kaov1.KarmadaDeployment) (*artifacts, error) {
 	rawURL := kd.Spec.Artifacts.URL
 	if rawURL == "" {
-		return r.localArtifacts(kd)
+		return g.localArtifacts(kd)
 	}
-	if err := r.checkURL(rawURL, kd.Spec.Artifacts.SHA256Sums); err != nil {
+	if err := g.checkURL(rawURL, kd.Spec.Artifacts.SHA256Sums); err != nil {
 		return nil, err
 	}
-	if r.StateDir == "" {
+	if g.StateDir == "" {
 		return nil, reason.Missing("spec.artifacts.url needs the operator's --state-dir to mirror the bundle into")
 	}
-	dir, err := bundle.CacheDir(filepath.Join(r.StateDir, artifactsCacheDir), rawURL, kd.Spec.Artifacts.SHA256Sums)
+	dir, err := bundle.CacheDir(filepath.Join(g.StateDir, artifactsCacheDir), rawURL, kd.Spec.Artifacts.SHA256Sums)
 	if err != nil {
 		return nil, reason.Missing("spec.artifacts.url: %v", err)
 	}
@@ -147,11 +147,11 @@ func (r *KarmadaDeploymentReconciler) observedArtifacts(kd *kaov1.KarmadaDeploym
 
 // localArtifacts resolves a bundle directory: spec.artifacts.localPath or the
 // operator's default.
-func (r *KarmadaDeploymentReconciler) localArtifacts(kd *kaov1.KarmadaDeployment) (*artifacts, error) {
+func (g *gatherer) localArtifacts(kd *kaov1.KarmadaDeployment) (*artifacts, error) {
 	src := bundleSource{where: kd.Spec.Artifacts.LocalPath, field: "spec.artifacts.localPath"}
 	if src.where == "" {
-		src = bundleSource{where: r.ArtifactsDir, field: "the operator's --artifacts-dir"}
-	} else if err := r.checkLocalPath(src.where, r.ArtifactsDir); err != nil {
+		src = bundleSource{where: g.ArtifactsDir, field: "the operator's --artifacts-dir"}
+	} else if err := g.checkLocalPath(src.where, g.ArtifactsDir); err != nil {
 		return nil, err
 	}
 	if src.where == "" {

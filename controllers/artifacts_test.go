@@ -91,14 +91,14 @@ func TestResolveArtifacts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bundle := tt.bundle(t)
-			r := &KarmadaDeploymentReconciler{Options: Options{ArtifactsDir: bundle, Policy: testPolicy}}
+			g := &gatherer{Options: Options{ArtifactsDir: bundle, Policy: testPolicy}}
 			kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
 				Mode: kaov1.BinaryMode, Version: "v1.18.1", Etcd: kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
 			}}
 			if tt.mutate != nil {
 				tt.mutate(kd, bundle)
 			}
-			a, err := r.resolveArtifacts(kd)
+			a, err := g.resolveArtifacts(kd)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("want an error containing %q, got %v", tt.wantErr, err)
@@ -253,15 +253,15 @@ func TestResolveArtifactsFromURL(t *testing.T) {
 				requests.Store(0)
 			}
 			policy := Policy{ArtifactURLs: []string{strings.TrimSuffix(served, "/kao"), "http://127.0.0.1:1"}}
-			r := &KarmadaDeploymentReconciler{Options: Options{StateDir: t.TempDir(), Policy: policy}}
+			g := &gatherer{Options: Options{StateDir: t.TempDir(), Policy: policy}}
 			kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
 				Mode: kaov1.BinaryMode, Version: tt.version, Etcd: kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
 				Artifacts: kaov1.ArtifactsSpec{URL: tt.url(served), SHA256Sums: pin},
 			}}
-			if _, err := r.observedArtifacts(kd); err == nil || requests.Load() != 0 {
+			if _, err := g.observedArtifacts(kd); err == nil || requests.Load() != 0 {
 				t.Fatalf("before any mirror: observedArtifacts returned %v after %d requests; want an error and none", err, requests.Load())
 			}
-			a, err := r.resolveArtifacts(kd)
+			a, err := g.resolveArtifacts(kd)
 			if len(tt.wantErr) > 0 {
 				bad, ok := reason.From(err)
 				if !ok || bad.Reason != kaov1.PrerequisitesMissingReason {
@@ -280,7 +280,7 @@ func TestResolveArtifactsFromURL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if filepath.Dir(a.dir) != filepath.Join(r.StateDir, "artifacts") || a.kubernetes != "v1.35.4" || a.etcd != "v3.6.6" {
+			if filepath.Dir(a.dir) != filepath.Join(g.StateDir, "artifacts") || a.kubernetes != "v1.35.4" || a.etcd != "v3.6.6" {
 				t.Errorf("resolved %+v", a)
 			}
 			if got := a.extraVars()["kao_artifacts_dir"]; !reflect.DeepEqual(got, unsafeString(a.dir)) {
@@ -296,7 +296,7 @@ func TestResolveArtifactsFromURL(t *testing.T) {
 			}
 			// Status probes read the mirror, never the server.
 			before := requests.Load()
-			seen, err := r.observedArtifacts(kd)
+			seen, err := g.observedArtifacts(kd)
 			if err != nil || *seen != *a || requests.Load() != before {
 				t.Errorf("observedArtifacts returned %+v, %v after %d requests; want %+v and none", seen, err, requests.Load()-before, a)
 			}

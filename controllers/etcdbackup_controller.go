@@ -257,7 +257,7 @@ func (r *EtcdBackupReconciler) deploymentToBackUp(ctx context.Context, eb *kaov1
 			fmt.Sprintf("waiting for KarmadaDeployment %s to finish its first install (status.observedGeneration is 0): kao takes no snapshot of an etcd being installed", key))
 		return nil, nil, true, nil
 	}
-	src, err = r.etcdSourceOf(ctx, kd)
+	src, err = r.inputs().etcdSourceOf(ctx, kd)
 	if err != nil && kd.Spec.Etcd.Managed != nil && apierrors.IsNotFound(err) {
 		setBackupCondition(eb, now, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.WaitingForRunReason,
 			fmt.Sprintf("waiting for KarmadaDeployment %s to have its PKI Secret %s: kao takes no snapshot of an etcd being installed", key, pkiSecretName(kd)))
@@ -334,11 +334,10 @@ func (r *EtcdBackupReconciler) etcdProber() probe.EtcdProber {
 	return probe.Etcd{}
 }
 
-// deploymentReader reads the Secrets of a deployment (its PKI, the
-// external etcd's certificates) the way the KarmadaDeployment reconciler
-// does, with the same messages.
-func (r *EtcdBackupReconciler) deploymentReader() *KarmadaDeploymentReconciler {
-	return &KarmadaDeploymentReconciler{Client: r.Client, APIReader: r.APIReader, Options: r.Options}
+// inputs reads a deployment's Secrets (its PKI, the external etcd's
+// certificates) and the bundle, as every kind does.
+func (r *EtcdBackupReconciler) inputs() *gatherer {
+	return &gatherer{Client: r.Client, APIReader: r.APIReader, Options: r.Options}
 }
 
 // nextAttemptText says when the next snapshot is due, for messages.

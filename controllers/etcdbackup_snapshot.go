@@ -51,9 +51,9 @@ type snapshotResult struct {
 // etcdSourceOf finds the etcd members of a deployment and the client
 // certificate to reach them: kao's etcd-healthcheck-client for managed etcd,
 // the user's client certificate for spec.etcd.external.
-func (r *EtcdBackupReconciler) etcdSourceOf(ctx context.Context, kd *kaov1.KarmadaDeployment) (*etcdSource, error) {
+func (g *gatherer) etcdSourceOf(ctx context.Context, kd *kaov1.KarmadaDeployment) (*etcdSource, error) {
 	if ext := kd.Spec.Etcd.External; ext != nil {
-		e, err := r.deploymentReader().readExternalEtcd(ctx, kd)
+		e, err := g.readExternalEtcd(ctx, kd)
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +63,7 @@ func (r *EtcdBackupReconciler) etcdSourceOf(ctx context.Context, kd *kaov1.Karma
 		}
 		return &etcdSource{members: e.endpoint, tls: cfg}, nil
 	}
-	b, err := r.deploymentReader().readPKI(ctx, kd)
+	b, err := g.readPKI(ctx, kd)
 	if err != nil {
 		return nil, err
 	}
@@ -142,21 +142,21 @@ func snapshotCandidates(h probe.EtcdHealth) ([]probe.EtcdMember, error) {
 // Never from spec.artifacts: a tenant chooses that bundle, and the operator
 // runs only programs an administrator installed (its image, its
 // --artifacts-dir). A tenant's bundle provides files for the tenant's hosts.
-func (r *EtcdBackupReconciler) etcdutlFor(version string) (string, error) {
-	if r.ArtifactsDir == "" {
+func (g *gatherer) etcdutlFor(version string) (string, error) {
+	if g.ArtifactsDir == "" {
 		return "", reason.Missing("the operator has no --artifacts-dir bundle to take etcdutl from, which checks every snapshot: its administrator must set one")
 	}
 	versions := []string{}
 	if bundleVersion.MatchString(version) { // a spec's version; the API checked it, an older CRD may not have
 		versions = append(versions, version)
 	}
-	data, err := os.ReadFile(filepath.Join(r.ArtifactsDir, bundle.ManifestFile))
+	data, err := os.ReadFile(filepath.Join(g.ArtifactsDir, bundle.ManifestFile))
 	m := bundle.Manifest{}
 	if err == nil && json.Unmarshal(data, &m) == nil && bundleVersion.MatchString(m.Etcd) && m.Etcd != version {
 		versions = append(versions, m.Etcd)
 	}
 	for _, v := range versions {
-		bin := filepath.Join(r.ArtifactsDir, "etcd", v, "bin", "etcdutl")
+		bin := filepath.Join(g.ArtifactsDir, "etcd", v, "bin", "etcdutl")
 		if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
 			return bin, nil
 		}
@@ -166,12 +166,12 @@ func (r *EtcdBackupReconciler) etcdutlFor(version string) (string, error) {
 		looked = "no etcd/" + strings.Join(versions, "/bin/etcdutl nor etcd/") + "/bin/etcdutl"
 	}
 	return "", reason.Missing("etcdutl, which checks every snapshot, is not in the operator's --artifacts-dir %s (%s): its administrator must give it a bundle with etcd (`make artifacts`)",
-		r.ArtifactsDir, looked)
+		g.ArtifactsDir, looked)
 }
 
 // snapshotLimits bounds what one snapshot may take of the state volume.
-func (r *EtcdBackupReconciler) snapshotLimits() etcdsnapshot.Limits {
-	return etcdsnapshot.Limits{MaxBytes: r.MaxSnapshotBytes}
+func (g *gatherer) snapshotLimits() etcdsnapshot.Limits {
+	return etcdsnapshot.Limits{MaxBytes: g.MaxSnapshotBytes}
 }
 
 // localBackupDir is where a backup's Local snapshots and every temporary
@@ -186,13 +186,12 @@ func snapshotFileName(eb *kaov1.EtcdBackup, at time.Time) string {
 }
 
 // sshTarget reads the SSH destination's Secrets.
-func (r *EtcdBackupReconciler) sshTarget(ctx context.Context, eb *kaov1.EtcdBackup, tmp string) (*etcdsnapshot.SSHTarget, error) {
+func (g *gatherer) sshTarget(ctx context.Context, eb *kaov1.EtcdBackup, tmp string) (*etcdsnapshot.SSHTarget, error) {
 	d := eb.Spec.Destination.SSH
 	if d == nil {
 		return nil, reason.Missing("spec.destination.ssh is required when spec.destination.type is SSH")
 	}
-	kdr := r.deploymentReader()
-	key, err := kdr.secretValue(ctx, eb.Namespace, d.PrivateKeySecretRef, "spec.destination.ssh.privateKeySecretRef")
+	key, err := g.secretValue(ctx, eb.Namespace, d.PrivateKeySecretRef, "spec.destination.ssh.privateKeySecretRef")
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +199,7 @@ func (r *EtcdBackupReconciler) sshTarget(ctx context.Context, eb *kaov1.EtcdBack
 		return nil, reason.Missing("Secret %s/%s key %q named in spec.destination.ssh.privateKeySecretRef holds no PEM or OpenSSH private key",
 			eb.Namespace, d.PrivateKeySecretRef.Name, d.PrivateKeySecretRef.Key)
 	}
-	known, err := kdr.secretValue(ctx, eb.Namespace, d.KnownHostsSecretRef, "spec.destination.ssh.knownHostsSecretRef")
+	known, err := g.secretValue(ctx, eb.Namespace, d.KnownHostsSecretRef, "spec.destination.ssh.knownHostsSecretRef")
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +228,7 @@ func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdB
 	if r.StateDir == "" {
 		return nil, reason.Missing("the operator runs without --state-dir: there is no place to write snapshots")
 	}
-	etcdutl, err := r.etcdutlFor(src.version)
+	etcdutl, err := r.inputs().etcdutlFor(src.version)
 	if err != nil {
 		return nil, err
 	}
@@ -247,14 +246,14 @@ func (r *EtcdBackupReconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdB
 	defer cleanup()
 	var target *etcdsnapshot.SSHTarget
 	if eb.Spec.Destination.Type == kaov1.SSHDestination {
-		if target, err = r.sshTarget(ctx, eb, tmp); err != nil {
+		if target, err = r.inputs().sshTarget(ctx, eb, tmp); err != nil {
 			return nil, err
 		}
 	}
 	name := snapshotFileName(eb, now)
 	partial := filepath.Join(tmp, name+".partial")
 
-	saved, member, status, err := streamSnapshot(ctx, r.etcdProber(), src, etcdutl, partial, r.snapshotLimits())
+	saved, member, status, err := streamSnapshot(ctx, r.etcdProber(), src, etcdutl, partial, r.inputs().snapshotLimits())
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +406,7 @@ func (r *EtcdBackupReconciler) pruneSnapshots(ctx context.Context, eb *kaov1.Etc
 			deleted++
 		default:
 			if target == nil && eb.Spec.Destination.Type == kaov1.SSHDestination {
-				t, err := r.sshTarget(ctx, eb, tmp)
+				t, err := r.inputs().sshTarget(ctx, eb, tmp)
 				if err != nil {
 					failed = append(failed, s)
 					problems = append(problems, fmt.Sprintf("deleting %s: %v", s.Location, err))

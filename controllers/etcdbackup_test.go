@@ -453,20 +453,20 @@ func freeTCPPort(t *testing.T) int {
 // the bundle's default; without one the error names the operator's bundle.
 func TestEtcdutlComesOnlyFromTheOperatorsBundle(t *testing.T) {
 	own := backupBundle(t, true)
-	r := &EtcdBackupReconciler{Options: Options{ArtifactsDir: own}}
-	bin, err := r.etcdutlFor(testEtcdVersion)
+	g := &gatherer{Options: Options{ArtifactsDir: own}}
+	bin, err := g.etcdutlFor(testEtcdVersion)
 	if err != nil || bin != filepath.Join(own, "etcd", testEtcdVersion, "bin", "etcdutl") {
 		t.Errorf("etcdutl from %q (%v), want the operator's bundle %s", bin, err, own)
 	}
 	// A version the operator's bundle lacks, or none: its default etcd reads it.
 	for _, v := range []string{"v3.5.21", "", "$(reboot)"} {
-		if bin, err := r.etcdutlFor(v); err != nil || bin != filepath.Join(own, "etcd", testEtcdVersion, "bin", "etcdutl") {
+		if bin, err := g.etcdutlFor(v); err != nil || bin != filepath.Join(own, "etcd", testEtcdVersion, "bin", "etcdutl") {
 			t.Errorf("etcdutl for version %q from %q (%v), want the operator's default", v, bin, err)
 		}
 	}
 	for _, o := range []Options{{ArtifactsDir: backupBundle(t, false)}, {}} {
-		r := &EtcdBackupReconciler{Options: o}
-		if bin, err := r.etcdutlFor(testEtcdVersion); err == nil || !strings.Contains(err.Error(), "--artifacts-dir") {
+		g := &gatherer{Options: o}
+		if bin, err := g.etcdutlFor(testEtcdVersion); err == nil || !strings.Contains(err.Error(), "--artifacts-dir") {
 			t.Errorf("without etcdutl in the operator's bundle: %q, %v; want an error naming --artifacts-dir", bin, err)
 		}
 	}

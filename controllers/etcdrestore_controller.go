@@ -504,14 +504,8 @@ func restoreClusterToken(er *kaov1.EtcdRestore) string {
 	return "karmada-etcd-restore-" + strings.ToLower(string(er.UID))
 }
 
-// backupReader reaches the EtcdBackup helpers: etcdutl in the bundle, the
-// backup host's SSH target.
-func (r *EtcdRestoreReconciler) backupReader() *EtcdBackupReconciler {
-	return &EtcdBackupReconciler{Client: r.Client, APIReader: r.APIReader, Options: r.Options}
-}
-
-// deploymentReader builds runs the way the KarmadaDeployment reconciler
+// inputs reads what a restore's run needs and assembles it as every kind
 // does: the same inputs, inventory, PKI files and run directories.
-func (r *EtcdRestoreReconciler) deploymentReader() *KarmadaDeploymentReconciler {
-	return &KarmadaDeploymentReconciler{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Options: r.Options}
+func (r *EtcdRestoreReconciler) inputs() *gatherer {
+	return &gatherer{Client: r.Client, APIReader: r.APIReader, Options: r.Options}
 }

@@ -22,22 +22,22 @@ import (
 // left out: the restore does not touch them, so it needs none of their
 // kubeconfigs.
 func (r *EtcdRestoreReconciler) buildRun(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment, snap *kaov1.Snapshot, local, runID, dir string) (runner.Spec, error) {
-	kdr := r.deploymentReader()
+	g := r.inputs()
 	runKD := kd.DeepCopy()
 	runKD.Spec.Members = nil
 	runKD.Status.Members = nil
-	in, err := kdr.gatherInputs(ctx, runKD)
+	in, err := g.gatherInputs(ctx, runKD)
 	if err != nil {
 		return runner.Spec{}, err
 	}
-	if in.pki, err = kdr.readPKI(ctx, runKD); err != nil {
+	if in.pki, err = g.readPKI(ctx, runKD); err != nil {
 		if apierrors.IsNotFound(err) {
 			return runner.Spec{}, reason.Missing("the PKI Secret %s/%s of KarmadaDeployment %s does not exist", kd.Namespace, pkiSecretName(kd), kd.Name)
 		}
 		return runner.Spec{}, err
 	}
 	in.pki = withExternalEtcd(in.pki, in.externalEtcd)
-	spec, err := kdr.buildRunSpec(ctx, runKD, in, runID, dir, etcdRestorePlaybook)
+	spec, err := g.buildRunSpec(ctx, runKD, in, runID, dir, etcdRestorePlaybook)
 	if err != nil {
 		return runner.Spec{}, err
 	}
@@ -74,8 +74,7 @@ func (r *EtcdRestoreReconciler) executeRun(ctx context.Context, er *kaov1.EtcdRe
 	// The run's context may be cancelled (shutdown): record the end regardless.
 	finalCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kdr := r.deploymentReader()
-	logName := kdr.keepRunLog(finalCtx, log, kd, spec.ID, res.Log)
+	logName := r.logs(r.Client, r.APIReader).keepRunLog(finalCtx, log, kd, spec.ID, res.Log)
 	// The deployment goes free before status says the restore ended, so an
 	// ended restore never holds it. Should the operator stop in between, the
 	// next one repeats the run, which finds every member restored already.

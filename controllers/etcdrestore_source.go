@@ -72,7 +72,7 @@ func (r *EtcdRestoreReconciler) verifiedSnapshot(ctx context.Context, er *kaov1.
 	if m := kd.Spec.Etcd.Managed; m != nil {
 		version = m.Version
 	}
-	etcdutl, err := r.backupReader().etcdutlFor(version)
+	etcdutl, err := r.inputs().etcdutlFor(version)
 	if err != nil {
 		return nil, "", err
 	}
@@ -147,7 +147,7 @@ func (r *EtcdRestoreReconciler) localSnapshot(ctx context.Context, er *kaov1.Etc
 	if err != nil {
 		return "", false, err
 	}
-	target, err := r.backupReader().sshTarget(ctx, eb, dir)
+	target, err := r.inputs().sshTarget(ctx, eb, dir)
 	if err != nil {
 		return "", false, err
 	}

@@ -40,12 +40,12 @@ type externalEtcd struct {
 // readExternalEtcd reads and checks the CA and client certificate named in
 // spec.etcd.external. Bad material is a reason.Missing that names the Secret
 // and what is wrong, never its content.
-func (r *KarmadaDeploymentReconciler) readExternalEtcd(ctx context.Context, kd *kaov1.KarmadaDeployment) (*externalEtcd, error) {
+func (g *gatherer) readExternalEtcd(ctx context.Context, kd *kaov1.KarmadaDeployment) (*externalEtcd, error) {
 	ext := kd.Spec.Etcd.External
 	if ext == nil {
 		return nil, nil
 	}
-	ca, err := r.secretValue(ctx, kd.Namespace, ext.CASecretRef, "spec.etcd.external.caSecretRef")
+	ca, err := g.secretValue(ctx, kd.Namespace, ext.CASecretRef, "spec.etcd.external.caSecretRef")
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func (r *KarmadaDeploymentReconciler) readExternalEtcd(ctx context.Context, kd *
 	}
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: kd.Namespace, Name: ext.ClientCertSecretName}
-	if err := r.APIReader.Get(ctx, key, secret); err != nil {
+	if err := g.APIReader.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, reason.Missing("Secret %s named in spec.etcd.external.clientCertSecretName does not exist", key)
 		}

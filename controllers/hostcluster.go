@@ -130,7 +130,7 @@ func etcdMemberURL(kd *kaov1.KarmadaDeployment, pod string) string {
 // hostCluster connects to the host cluster of a Containerized deployment:
 // with the kubeconfig Secret spec.hostCluster names, or, with inCluster,
 // as the operator itself. Problems the user can fix are reason.Missing errors.
-func (r *KarmadaDeploymentReconciler) hostCluster(ctx context.Context, kd *kaov1.KarmadaDeployment) (*hostCluster, error) {
+func (g *gatherer) hostCluster(ctx context.Context, kd *kaov1.KarmadaDeployment) (*hostCluster, error) {
 	spec := kd.Spec.HostCluster
 	if spec == nil {
 		return nil, reason.Missing("spec.hostCluster is required in Containerized mode")
@@ -138,13 +138,13 @@ func (r *KarmadaDeploymentReconciler) hostCluster(ctx context.Context, kd *kaov1
 	hc := &hostCluster{namespace: hostNamespace(kd), dnsDomain: hostDNSDomain(kd), inCluster: spec.InCluster}
 	var cfg *clientcmdapi.Config
 	if spec.InCluster {
-		if err := r.checkInCluster(kd); err != nil {
+		if err := g.checkInCluster(kd); err != nil {
 			return nil, err
 		}
-		if r.InClusterConfig == nil {
+		if g.InClusterConfig == nil {
 			return nil, reason.Missing("spec.hostCluster.inCluster is set, but the operator has no configuration for its own cluster")
 		}
-		cfg = kubeconfigFromREST(r.InClusterConfig)
+		cfg = kubeconfigFromREST(g.InClusterConfig)
 		var err error
 		if hc.kubeconfig, err = clientcmd.Write(*cfg); err != nil {
 			return nil, fmt.Errorf("encoding the host cluster's kubeconfig: %w", err)
@@ -152,7 +152,7 @@ func (r *KarmadaDeploymentReconciler) hostCluster(ctx context.Context, kd *kaov1
 		hc.secrets = kubeconfigSecrets(cfg, hc.kubeconfig)
 	} else {
 		ref := spec.KubeconfigSecretRef
-		data, err := r.secretValue(ctx, kd.Namespace, *ref, "spec.hostCluster.kubeconfigSecretRef")
+		data, err := g.secretValue(ctx, kd.Namespace, *ref, "spec.hostCluster.kubeconfigSecretRef")
 		if err != nil {
 			return nil, err
 		}

@@ -292,11 +292,11 @@ func TestExposeAPIServer(t *testing.T) {
 // configuration as a run's kubeconfig and uses it, as kubernetes.core would.
 func TestInClusterKubeconfigReachesTheCluster(t *testing.T) {
 	requireEnv(t)
-	r := &KarmadaDeploymentReconciler{InClusterConfig: env.Config, Options: Options{Policy: testPolicy}}
+	g := &gatherer{InClusterConfig: env.Config, Options: Options{Policy: testPolicy}}
 	kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
 		Mode: kaov1.ContainerizedMode, HostCluster: &kaov1.HostClusterSpec{InCluster: true},
 	}}
-	hc, err := r.hostCluster(context.Background(), kd)
+	hc, err := g.hostCluster(context.Background(), kd)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/reason"
@@ -21,6 +23,20 @@ import (
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/runner"
 )
+
+// gatherer reads what runs need, for all three kinds: Secrets (SSH key,
+// known_hosts, member kubeconfigs, PKI, external etcd), the host cluster,
+// and the artifacts bundle; and it assembles a run's spec from them.
+type gatherer struct {
+	// Client reads through the cache.
+	Client client.Client
+	// APIReader reads Secrets, which kao may not list or cache.
+	APIReader client.Reader
+	// InClusterConfig reaches the operator's own cluster.
+	InClusterConfig *rest.Config
+	// Options are the operator's settings.
+	Options
+}
 
 // runInputs is the secret material a run needs, read from Secrets.
 type runInputs struct {
@@ -43,9 +59,9 @@ type runInputs struct {
 
 // secretValue reads one key of a Secret in the deployment's namespace. field
 // is the spec path of the reference, for the error message.
-func (r *KarmadaDeploymentReconciler) secretValue(ctx context.Context, ns string, ref kaov1.SecretKeyReference, field string) ([]byte, error) {
+func (g *gatherer) secretValue(ctx context.Context, ns string, ref kaov1.SecretKeyReference, field string) ([]byte, error) {
 	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, secret); err != nil {
+	if err := g.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, reason.SecretMissing("Secret %s/%s named in %s does not exist", ns, ref.Name, field)
 		}
@@ -59,27 +75,27 @@ func (r *KarmadaDeploymentReconciler) secretValue(ctx context.Context, ns string
 }
 
 // gatherInputs reads every Secret a run of this deployment needs.
-func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov1.KarmadaDeployment) (*runInputs, error) {
+func (g *gatherer) gatherInputs(ctx context.Context, kd *kaov1.KarmadaDeployment) (*runInputs, error) {
 	in := &runInputs{kubeconfigs: map[string][]byte{}}
-	if err := r.checkTakeOver(ctx, kd); err != nil {
+	if err := g.checkTakeOver(ctx, kd); err != nil {
 		return nil, err
 	}
 	var err error
 	if ssh := kd.Spec.SSH; ssh != nil {
-		if in.sshKey, err = r.secretValue(ctx, kd.Namespace, ssh.PrivateKeySecretRef, "spec.ssh.privateKeySecretRef"); err != nil {
+		if in.sshKey, err = g.secretValue(ctx, kd.Namespace, ssh.PrivateKeySecretRef, "spec.ssh.privateKeySecretRef"); err != nil {
 			return nil, err
 		}
-		if in.knownHosts, err = r.secretValue(ctx, kd.Namespace, ssh.KnownHostsSecretRef, "spec.ssh.knownHostsSecretRef"); err != nil {
+		if in.knownHosts, err = g.secretValue(ctx, kd.Namespace, ssh.KnownHostsSecretRef, "spec.ssh.knownHostsSecretRef"); err != nil {
 			return nil, err
 		}
 		if err := checkSSHKey(in.sshKey, kd.Namespace, ssh.PrivateKeySecretRef); err != nil {
 			return nil, err
 		}
-		if err := checkKnownHosts(in.knownHosts, kd.Spec.Hosts, kd.Namespace, ssh.KnownHostsSecretRef, scratchDir(r.StateDir)); err != nil {
+		if err := checkKnownHosts(in.knownHosts, kd.Spec.Hosts, kd.Namespace, ssh.KnownHostsSecretRef, scratchDir(g.StateDir)); err != nil {
 			return nil, err
 		}
 	}
-	if in.externalEtcd, err = r.readExternalEtcd(ctx, kd); err != nil {
+	if in.externalEtcd, err = g.readExternalEtcd(ctx, kd); err != nil {
 		return nil, err
 	}
 	// A deployment being deleted revokes Karmada's access in each member it
@@ -92,7 +108,7 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 	inSpec := map[string]bool{}
 	for i, m := range kd.Spec.Members {
 		inSpec[m.Name] = true
-		min, err := r.memberKubeconfig(ctx, kd, m.KubeconfigSecretRef, m.Context, i)
+		min, err := g.memberKubeconfig(ctx, kd, m.KubeconfigSecretRef, m.Context, i)
 		switch {
 		case err == nil:
 			in.addKubeconfig(m.Name, min)
@@ -107,7 +123,7 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 		if inSpec[m.Name] || m.KubeconfigSecretRef == nil {
 			continue
 		}
-		min, err := r.memberKubeconfig(ctx, kd, *m.KubeconfigSecretRef, "", -1)
+		min, err := g.memberKubeconfig(ctx, kd, *m.KubeconfigSecretRef, "", -1)
 		switch {
 		case err == nil:
 			in.addKubeconfig(m.Name, min)
@@ -122,13 +138,13 @@ func (r *KarmadaDeploymentReconciler) gatherInputs(ctx context.Context, kd *kaov
 // checkTakeOver refuses kao.io/take-over-from naming a deployment that
 // still exists: only what a deleted deployment left may be taken over.
 // (The owner markers and claims further refuse one of another namespace.)
-func (r *KarmadaDeploymentReconciler) checkTakeOver(ctx context.Context, kd *kaov1.KarmadaDeployment) error {
+func (g *gatherer) checkTakeOver(ctx context.Context, kd *kaov1.KarmadaDeployment) error {
 	uid := kd.Annotations[kaov1.TakeOverFromAnnotation]
 	if uid == "" {
 		return nil
 	}
 	all := &kaov1.KarmadaDeploymentList{}
-	if err := r.Client.List(ctx, all); err != nil {
+	if err := g.Client.List(ctx, all); err != nil {
 		return fmt.Errorf("listing KarmadaDeployments: %w", err)
 	}
 	for _, other := range all.Items {
@@ -142,12 +158,12 @@ func (r *KarmadaDeploymentReconciler) checkTakeOver(ctx context.Context, kd *kao
 
 // memberKubeconfig reads and minimizes a member's kubeconfig: spec.members[i]'s,
 // or with i < 0 the one status.members recorded for a member that left.
-func (r *KarmadaDeploymentReconciler) memberKubeconfig(ctx context.Context, kd *kaov1.KarmadaDeployment, ref kaov1.SecretKeyReference, context string, i int) (*kubeconfig.Minimal, error) {
+func (g *gatherer) memberKubeconfig(ctx context.Context, kd *kaov1.KarmadaDeployment, ref kaov1.SecretKeyReference, context string, i int) (*kubeconfig.Minimal, error) {
 	field := "status.members"
 	if i >= 0 {
 		field = fmt.Sprintf("spec.members[%d].kubeconfigSecretRef", i)
 	}
-	data, err := r.secretValue(ctx, kd.Namespace, ref, field)
+	data, err := g.secretValue(ctx, kd.Namespace, ref, field)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +218,7 @@ var inventoryGroups = []string{
 }
 
 // buildRunSpec assembles everything one run needs.
-func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov1.KarmadaDeployment, in *runInputs, runID, dir, playbook string) (runner.Spec, error) {
+func (g *gatherer) buildRunSpec(ctx context.Context, kd *kaov1.KarmadaDeployment, in *runInputs, runID, dir, playbook string) (runner.Spec, error) {
 	kubeconfigPath := func(member string) string {
 		return filepath.Join(dir, runner.SecretsDir, "members", member+".kubeconfig")
 	}
@@ -228,9 +244,9 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 	if kd.Spec.Mode == kaov1.BinaryMode || playbook != uninstallPlaybook {
 		// An uninstall uses what an earlier run mirrored when it can: removing
 		// a control plane must not depend on the bundle's web server.
-		a, err := r.observedArtifacts(kd)
+		a, err := g.observedArtifacts(kd)
 		if playbook != uninstallPlaybook || err != nil {
-			a, err = r.fetchArtifacts(ctx, kd)
+			a, err = g.fetchArtifacts(ctx, kd)
 		}
 		if err != nil {
 			return runner.Spec{}, err
@@ -240,22 +256,22 @@ func (r *KarmadaDeploymentReconciler) buildRunSpec(ctx context.Context, kd *kaov
 		}
 	}
 	groups := map[string][]string{}
-	for _, g := range append(slices.Clone(inventoryGroups), inventory.UpgradeGroups...) {
-		groups[g] = inv.Hosts(g)
+	for _, group := range append(slices.Clone(inventoryGroups), inventory.UpgradeGroups...) {
+		groups[group] = inv.Hosts(group)
 	}
 	spec := runner.Spec{
 		ID:            runID,
 		Dir:           dir,
-		Playbook:      filepath.Join(r.PlaybookDir, playbook),
+		Playbook:      filepath.Join(g.PlaybookDir, playbook),
 		Inventory:     invJSON,
 		Groups:        groups,
 		ExtraVars:     extraVars,
 		SSHPrivateKey: in.sshKey,
 		KnownHosts:    in.knownHosts,
-		RolesPath:     r.RolesPath,
-		FactCacheDir:  factsDir(r.StateDir, kd.UID),
-		MaxForks:      r.MaxForks,
-		Timeout:       r.RunTimeout,
+		RolesPath:     g.RolesPath,
+		FactCacheDir:  factsDir(g.StateDir, kd.UID),
+		MaxForks:      g.MaxForks,
+		Timeout:       g.RunTimeout,
 		Redact:        in.secretValues(),
 	}
 	if kd.Spec.SSH != nil && kd.Spec.SSH.ConnectTimeoutSeconds > 0 {

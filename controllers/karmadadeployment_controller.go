@@ -150,6 +150,11 @@ type scope struct {
 	upgrade *upgradePlan
 }
 
+// inputs reads what this reconciler's runs need.
+func (r *KarmadaDeploymentReconciler) inputs() *gatherer {
+	return &gatherer{Client: r.Client, APIReader: r.APIReader, InClusterConfig: r.InClusterConfig, Options: r.Options}
+}
+
 // patchStatus writes the status changes of this reconcile, if any.
 func (r *KarmadaDeploymentReconciler) patchStatus(ctx context.Context, s *scope) error {
 	kd := s.kd
@@ -259,12 +264,12 @@ type preparedRun struct {
 // nothing), then the certificates, the inventory, the bundle and the spec.
 func (r *KarmadaDeploymentReconciler) prepareRun(ctx context.Context, s *scope, playbook, runID, dir string, now time.Time) (*preparedRun, error) {
 	kd := s.kd
-	in, err := r.gatherInputs(ctx, kd)
+	in, err := r.inputs().gatherInputs(ctx, kd)
 	if err != nil {
 		return nil, err
 	}
 	if kd.Spec.Mode == kaov1.ContainerizedMode {
-		if in.host, err = r.hostCluster(ctx, kd); err != nil {
+		if in.host, err = r.inputs().hostCluster(ctx, kd); err != nil {
 			return nil, err
 		}
 		if playbook == installPlaybook || playbook == upgradePlaybook {
@@ -291,14 +296,14 @@ func (r *KarmadaDeploymentReconciler) prepareRun(ctx context.Context, s *scope, 
 		// choosePlaybook runs install.yml whenever another one is due.
 		in.pki, err = r.ensurePKI(ctx, kd, now)
 	case kd.Status.Certificates != nil:
-		in.pki, err = r.readPKI(ctx, kd) // uninstall needs no new certificates
+		in.pki, err = r.inputs().readPKI(ctx, kd) // uninstall needs no new certificates
 	}
 	if err != nil {
 		return nil, err
 	}
 	in.pki = withExternalEtcd(in.pki, in.externalEtcd)
 	p := &preparedRun{}
-	if p.spec, err = r.buildRunSpec(ctx, kd, in, runID, dir, playbook); err != nil {
+	if p.spec, err = r.inputs().buildRunSpec(ctx, kd, in, runID, dir, playbook); err != nil {
 		return nil, err
 	}
 	if len(roles) > 0 {
@@ -402,14 +407,14 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
 	finalCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	logName := r.keepRunLog(finalCtx, log, kd, spec.ID, res.Log)
+	logName := r.logs(r.Client, r.APIReader).keepRunLog(finalCtx, log, kd, spec.ID, res.Log)
 	// A successful run may have renewed or rotated the admin certificate:
 	// the exported kubeconfig follows at once, not at the next probe (a
 	// paused deployment is not probed).
 	var kubeconfigRef *kaov1.SecretKeyReference
 	if res.Outcome == runner.Succeeded && playbook != uninstallPlaybook {
 		exported := kd.DeepCopy()
-		bundle, err := r.readPKI(finalCtx, exported)
+		bundle, err := r.inputs().readPKI(finalCtx, exported)
 		if err == nil {
 			err = r.exportKubeconfig(finalCtx, exported, bundle)
 		}
@@ -421,7 +426,7 @@ func (r *KarmadaDeploymentReconciler) executeRun(ctx context.Context, kd *kaov1.
 	// The claims etcd's StatefulSet made in this run get the namespace that
 	// may take them over recorded (claimEtcdVolumes checks it before runs).
 	if res.Outcome == runner.Succeeded && kd.Spec.Mode == kaov1.ContainerizedMode && playbook != uninstallPlaybook {
-		hc, err := r.hostCluster(finalCtx, kd)
+		hc, err := r.inputs().hostCluster(finalCtx, kd)
 		if err == nil {
 			err = recordEtcdClaimsNamespace(finalCtx, kd, hc)
 		}

@@ -41,14 +41,14 @@ func (r *KarmadaDeploymentReconciler) observe(ctx context.Context, kd *kaov1.Kar
 	if kd.Spec.Mode == kaov1.ContainerizedMode {
 		return r.observeContainerized(ctx, kd)
 	}
-	bundle, err := r.readPKI(ctx, kd)
+	bundle, err := r.inputs().readPKI(ctx, kd)
 	if err != nil {
 		msg := "cannot probe the control plane: " + err.Error()
 		setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
 		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
 		return r.probeInterval()
 	}
-	versions, _ := r.observedArtifacts(kd) // for the target versions shown in status; nil if the bundle went away
+	versions, _ := r.inputs().observedArtifacts(kd) // for the target versions shown in status; nil if the bundle went away
 	components := []kaov1.ComponentStatus{}
 	switch {
 	case kd.Spec.Etcd.Managed != nil:
@@ -309,7 +309,7 @@ func (r *KarmadaDeploymentReconciler) observeEtcd(ctx context.Context, kd *kaov1
 // status.etcd. External etcd is not a component kao runs, so it is not
 // listed in status.components.
 func (r *KarmadaDeploymentReconciler) observeExternalEtcd(ctx context.Context, kd *kaov1.KarmadaDeployment) {
-	ext, err := r.readExternalEtcd(ctx, kd)
+	ext, err := r.inputs().readExternalEtcd(ctx, kd)
 	var tlsConfig *tls.Config
 	if err == nil {
 		tlsConfig, err = ext.tlsConfig()

@@ -43,11 +43,11 @@ func (r *KarmadaDeploymentReconciler) observeContainerized(ctx context.Context, 
 		}
 		return r.probeInterval()
 	}
-	bundle, err := r.readPKI(ctx, kd)
+	bundle, err := r.inputs().readPKI(ctx, kd)
 	if err != nil {
 		return unknown(err.Error())
 	}
-	hc, err := r.hostCluster(ctx, kd)
+	hc, err := r.inputs().hostCluster(ctx, kd)
 	if err != nil {
 		return unknown(err.Error())
 	}

@@ -134,10 +134,10 @@ func apiEndpoint(kd *kaov1.KarmadaDeployment) string {
 }
 
 // readPKI reads a deployment's certificate bundle.
-func (r *KarmadaDeploymentReconciler) readPKI(ctx context.Context, kd *kaov1.KarmadaDeployment) (pki.Bundle, error) {
+func (g *gatherer) readPKI(ctx context.Context, kd *kaov1.KarmadaDeployment) (pki.Bundle, error) {
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: kd.Namespace, Name: pkiSecretName(kd)}
-	if err := r.APIReader.Get(ctx, key, secret); err != nil {
+	if err := g.APIReader.Get(ctx, key, secret); err != nil {
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
 	if stale, err := ownedByAnother(secret, kd); err != nil || stale {

@@ -96,13 +96,13 @@ func renderRunSpec(t *testing.T, c runSpecCase) []byte {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
-	r := &KarmadaDeploymentReconciler{Options: Options{
+	g := &gatherer{Options: Options{
 		StateDir: stateDir, PlaybookDir: "/opt/kao/playbooks", RolesPath: []string{"/opt/kao/roles"},
 		ArtifactsDir: bundleDir, MaxForks: 25, RunTimeout: defaultRunTimeout,
 	}}
 	const runID = "20261126-010203-abcdef"
 	dir := filepath.Join(runsDir(stateDir, kd.UID), runID)
-	spec, err := r.buildRunSpec(context.Background(), kd, in, runID, dir, c.playbook)
+	spec, err := g.buildRunSpec(context.Background(), kd, in, runID, dir, c.playbook)
 	if err != nil {
 		t.Fatalf("building the run: %v", err)
 	}

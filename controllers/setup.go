@@ -5,6 +5,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Options configure kao's controllers.
@@ -71,4 +72,10 @@ func SetupAll(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the EtcdRestore controller: %w", err)
 	}
 	return nil
+}
+
+// logs keeps the logs of a deployment's ended runs, with the operator's
+// retention.
+func (o Options) logs(c client.Client, reader client.Reader) *runLogs {
+	return &runLogs{Client: c, APIReader: reader, StateDir: o.StateDir, Retention: o.LogRetention}
 }

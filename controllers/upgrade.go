@@ -337,7 +337,7 @@ func (r *KarmadaDeploymentReconciler) decidePlaybook(ctx context.Context, kd *ka
 	if kd.Status.Version == "" {
 		return installPlaybook, nil, nil
 	}
-	a, err := r.fetchArtifacts(ctx, kd)
+	a, err := r.inputs().fetchArtifacts(ctx, kd)
 	if err != nil {
 		return installPlaybook, nil, nil
 	}
@@ -370,12 +370,12 @@ func (r *KarmadaDeploymentReconciler) backupBeforeUpgrade(ctx context.Context, k
 			"To upgrade anyway, take a snapshot your own way and annotate the KarmadaDeployment %s=%s",
 			UpgradeWithoutBackupAnnotation, kd.Spec.Version)
 	}
-	b := &EtcdBackupReconciler{Client: r.Client, APIReader: r.APIReader, EtcdProber: r.EtcdProber, Options: r.Options}
-	src, err := b.etcdSourceOf(ctx, kd)
+	g := r.inputs()
+	src, err := g.etcdSourceOf(ctx, kd)
 	if err != nil {
 		return nil, err
 	}
-	etcdutl, err := b.etcdutlFor(src.version)
+	etcdutl, err := g.etcdutlFor(src.version)
 	if err != nil {
 		return nil, err
 	}
@@ -389,7 +389,7 @@ func (r *KarmadaDeploymentReconciler) backupBeforeUpgrade(ctx context.Context, k
 	name := truncateString(kd.Name, 200) + "-" + now.UTC().Format(snapshotTimeFormat) + ".db"
 	partial := filepath.Join(dir, "."+name+".partial")
 	defer func() { _ = os.Remove(partial) }()
-	saved, member, status, err := streamSnapshot(ctx, b.etcdProber(), src, etcdutl, partial, b.snapshotLimits())
+	saved, member, status, err := streamSnapshot(ctx, r.etcdProber(), src, etcdutl, partial, g.snapshotLimits())
 	if err != nil {
 		return nil, err
 	}
@@ -528,10 +528,10 @@ func (r *KarmadaDeploymentReconciler) recordRunVersions(cur, ran *kaov1.KarmadaD
 		// The run waited for every workload's rollout: each runs the version
 		// the run applied, before the next probe reads it from the
 		// workloads (a plan made before that probe must not move them again).
-		ranWith, _ := r.observedArtifacts(ran)
+		ranWith, _ := r.inputs().observedArtifacts(ran)
 		recordRolledOutVersions(cur, targetVersions(ran, ranWith))
 	}
-	a, _ := r.observedArtifacts(cur) // nil when the bundle went away: targets left open stay unknown
+	a, _ := r.inputs().observedArtifacts(cur) // nil when the bundle went away: targets left open stay unknown
 	summarizeVersions(cur, targetVersions(cur, a))
 	u := cur.Status.Upgrade
 	if u == nil || u.RunID != res.ID {
