@@ -37,7 +37,7 @@ func (r *EtcdRestoreReconciler) buildRun(ctx context.Context, er *kaov1.EtcdRest
 		return runner.Spec{}, err
 	}
 	in.pki = withExternalEtcd(in.pki, in.externalEtcd)
-	spec, err := g.buildRunSpec(ctx, runKD, in, runID, dir, etcdRestorePlaybook)
+	spec, err := g.assembleRun(ctx, runKD, in, runParams{id: runID, dir: dir, playbook: etcdRestorePlaybook})
 	if err != nil {
 		return runner.Spec{}, err
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -18,7 +16,6 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/reason"
-	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/kubeconfig"
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/runner"
@@ -205,91 +202,6 @@ func (in *runInputs) secretValues() [][]byte {
 		out = append(out, in.host.secrets...)
 	}
 	return out
-}
-
-// hostKubeconfigFile is where a run finds the host cluster's kubeconfig,
-// under its secrets directory.
-const hostKubeconfigFile = "host-cluster.kubeconfig"
-
-// inventoryGroups lists the groups the runner sizes its forks and estimate by.
-var inventoryGroups = []string{
-	"all", "etcd", "karmada_apiserver", "karmada_control_plane", "host_cluster",
-	"members", "members_join", "members_unjoin",
-}
-
-// buildRunSpec assembles everything one run needs.
-func (g *gatherer) buildRunSpec(ctx context.Context, kd *kaov1.KarmadaDeployment, in *runInputs, runID, dir, playbook string) (runner.Spec, error) {
-	kubeconfigPath := func(member string) string {
-		return filepath.Join(dir, runner.SecretsDir, "members", member+".kubeconfig")
-	}
-	opts := inventory.Options{MemberKubeconfigPath: kubeconfigPath, Upgrade: in.upgrade.inventoryGroups()}
-	if len(in.pki) > 0 {
-		opts.AgentCertificateNotAfter = func(member string) (time.Time, bool) { return in.pki.NotAfter(pki.AgentClient(member)) }
-	}
-	if in.host != nil {
-		opts.HostClusterKubeconfigPath = filepath.Join(dir, runner.SecretsDir, hostKubeconfigFile)
-		opts.APIEndpoint = kd.Status.Endpoint
-	}
-	inv, err := inventory.Build(kd, opts)
-	if err != nil {
-		return runner.Spec{}, reason.Missing("building the inventory: %v", err)
-	}
-	invJSON, err := inv.FileJSON()
-	if err != nil {
-		return runner.Spec{}, fmt.Errorf("encoding the inventory: %w", err)
-	}
-	extraVars := map[string]any{"kao_run_id": runID}
-	// A Containerized control plane takes its images from the registry and
-	// only Karmada's CRDs from the bundle; its uninstall needs nothing of it.
-	if kd.Spec.Mode == kaov1.BinaryMode || playbook != uninstallPlaybook {
-		// An uninstall uses what an earlier run mirrored when it can: removing
-		// a control plane must not depend on the bundle's web server.
-		a, err := g.observedArtifacts(kd)
-		if playbook != uninstallPlaybook || err != nil {
-			a, err = g.fetchArtifacts(ctx, kd)
-		}
-		if err != nil {
-			return runner.Spec{}, err
-		}
-		for k, v := range a.extraVars() {
-			extraVars[k] = v
-		}
-	}
-	groups := map[string][]string{}
-	for _, group := range append(slices.Clone(inventoryGroups), inventory.UpgradeGroups...) {
-		groups[group] = inv.Hosts(group)
-	}
-	spec := runner.Spec{
-		ID:            runID,
-		Dir:           dir,
-		Playbook:      filepath.Join(g.PlaybookDir, playbook),
-		Inventory:     invJSON,
-		Groups:        groups,
-		ExtraVars:     extraVars,
-		SSHPrivateKey: in.sshKey,
-		KnownHosts:    in.knownHosts,
-		RolesPath:     g.RolesPath,
-		FactCacheDir:  factsDir(g.StateDir, kd.UID),
-		MaxForks:      g.MaxForks,
-		Timeout:       g.RunTimeout,
-		Redact:        in.secretValues(),
-	}
-	if kd.Spec.SSH != nil && kd.Spec.SSH.ConnectTimeoutSeconds > 0 {
-		spec.SSHConnectTimeout = secondsDuration(kd.Spec.SSH.ConnectTimeoutSeconds)
-	}
-	for _, name := range sortedKeys(in.kubeconfigs) {
-		spec.Secrets = append(spec.Secrets, runner.File{Path: filepath.Join("members", name+".kubeconfig"), Data: in.kubeconfigs[name]})
-	}
-	if in.host != nil {
-		spec.Secrets = append(spec.Secrets, runner.File{Path: hostKubeconfigFile, Data: in.host.kubeconfig})
-	}
-	if len(in.pki) > 0 {
-		for _, name := range sortedKeys(in.pki) {
-			spec.Secrets = append(spec.Secrets, runner.File{Path: filepath.Join("pki", name), Data: in.pki[name]})
-		}
-		spec.ExtraVars["kao_pki_dir"] = unsafeString(filepath.Join(dir, runner.SecretsDir, "pki"))
-	}
-	return spec, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

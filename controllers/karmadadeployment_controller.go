@@ -303,7 +303,7 @@ func (r *KarmadaDeploymentReconciler) prepareRun(ctx context.Context, s *scope, 
 	}
 	in.pki = withExternalEtcd(in.pki, in.externalEtcd)
 	p := &preparedRun{}
-	if p.spec, err = r.inputs().buildRunSpec(ctx, kd, in, runID, dir, playbook); err != nil {
+	if p.spec, err = r.inputs().assembleRun(ctx, kd, in, runParams{id: runID, dir: dir, playbook: playbook}); err != nil {
 		return nil, err
 	}
 	if len(roles) > 0 {

@@ -102,7 +102,7 @@ func renderRunSpec(t *testing.T, c runSpecCase) []byte {
 	}}
 	const runID = "20261126-010203-abcdef"
 	dir := filepath.Join(runsDir(stateDir, kd.UID), runID)
-	spec, err := g.buildRunSpec(context.Background(), kd, in, runID, dir, c.playbook)
+	spec, err := g.assembleRun(context.Background(), kd, in, runParams{id: runID, dir: dir, playbook: c.playbook})
 	if err != nil {
 		t.Fatalf("building the run: %v", err)
 	}
