@@ -20,7 +20,7 @@ import (
 // longer ones are recorded by digest (see rotationRequestOf).
 const maxPlainRotationRequest = 63
 
-// rotationRequestOf is how a value of RotateCertificatesAnnotation is
+// rotationRequestOf is how a value of kaov1.RotateCertificatesAnnotation is
 // recorded in status.certificateRenewal.rotationRequest: as it is when it is
 // short printable ASCII, otherwise as "sha256:" and its digest, so that any
 // new value asks for a rotation and status stays small and readable.
@@ -37,10 +37,10 @@ func rotationRequestOf(value string) string {
 }
 
 // pendingRotation returns the rotation request of the deployment's
-// RotateCertificatesAnnotation that kao has not handled yet, or "" when there
+// kaov1.RotateCertificatesAnnotation that kao has not handled yet, or "" when there
 // is none: no annotation, an empty value, or the value handled last.
 func pendingRotation(kd *kaov1.KarmadaDeployment) string {
-	value := kd.Annotations[RotateCertificatesAnnotation]
+	value := kd.Annotations[kaov1.RotateCertificatesAnnotation]
 	if value == "" {
 		return ""
 	}

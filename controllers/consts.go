@@ -2,9 +2,6 @@ package controllers
 
 import "time"
 
-// FinalizerName guards deletion of objects kao must clean up after.
-const FinalizerName = "kao.io/finalizer"
-
 const (
 	// progressInterval is the least time between two status.progress patches of
 	// one run: often enough to watch live, rare enough to spare the API server.
@@ -45,21 +42,4 @@ const (
 	// window: certificates carry whole seconds, so an earlier wake-up would
 	// find nothing due yet.
 	minRenewalRequeue = time.Second
-)
-
-// RotateCertificatesAnnotation asks kao to re-issue every leaf certificate of
-// a deployment (not the CAs) and roll them out, once per distinct value: set
-// it to a new value, such as the date, to rotate again. kao records the value
-// it handled in status.certificateRenewal.rotationRequest.
-const RotateCertificatesAnnotation = "kao.io/rotate-certificates"
-
-// Labels and keys of the objects kao creates.
-const (
-	// DeploymentUIDLabel marks objects that belong to one KarmadaDeployment.
-	// It holds the UID: names can be longer than a label value may be.
-	DeploymentUIDLabel = "kao.io/deployment-uid"
-	// RunIDLabel marks a run's log ConfigMap.
-	RunIDLabel = "kao.io/run-id"
-	// LogKey is the binaryData key of a run's gzip-compressed log tail.
-	LogKey = "ansible.log.gz"
 )

@@ -15,17 +15,12 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 )
 
-// SkipUninstallAnnotation set to "true" on a KarmadaDeployment being deleted
-// removes the finalizer without running the uninstall playbook: the way out
-// when the hosts are gone for good and the uninstall can never succeed.
-const SkipUninstallAnnotation = "kao.io/skip-uninstall"
-
 // reconcileDelete runs the uninstall playbook and then releases the object.
 // An install in progress is cancelled first; a failed uninstall is retried
-// with backoff until it succeeds or SkipUninstallAnnotation is set.
+// with backoff until it succeeds or kaov1.SkipUninstallAnnotation is set.
 func (r *KarmadaDeploymentReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	kd := s.kd
-	if !controllerutil.ContainsFinalizer(kd, FinalizerName) {
+	if !controllerutil.ContainsFinalizer(kd, kaov1.FinalizerName) {
 		return ctrl.Result{}, nil
 	}
 	setCondition(kd, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.DeletingReason, "the control plane is being removed")
@@ -45,7 +40,7 @@ func (r *KarmadaDeploymentReconciler) reconcileDelete(ctx context.Context, s *sc
 		// Uninstalling would stop etcd and the API servers under a restore
 		// that is replacing their data. The restore's end removes the
 		// annotation, which wakes this reconciler.
-		msg := fmt.Sprintf("waiting for EtcdRestore %s to end before removing the control plane (annotation %s)", holder, RestoreInProgressAnnotation)
+		msg := fmt.Sprintf("waiting for EtcdRestore %s to end before removing the control plane (annotation %s)", holder, kaov1.RestoreInProgressAnnotation)
 		if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.ReadyCondition); c == nil || c.Message != msg {
 			r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "UninstallWaiting", "Delete", "%s", msg)
 		}
@@ -58,9 +53,9 @@ func (r *KarmadaDeploymentReconciler) reconcileDelete(ctx context.Context, s *sc
 	}
 	last := kd.Status.LastRun
 	switch {
-	case kd.Annotations[SkipUninstallAnnotation] == "true":
+	case kd.Annotations[kaov1.SkipUninstallAnnotation] == "true":
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "UninstallSkipped", "Delete",
-			"Removed without uninstalling: the %s annotation is set; services and files stay on the hosts", SkipUninstallAnnotation)
+			"Removed without uninstalling: the %s annotation is set; services and files stay on the hosts", kaov1.SkipUninstallAnnotation)
 	case last == nil:
 		// Nothing ever ran, so there is nothing to remove.
 	case last.Playbook == uninstallPlaybook && last.Result == kaov1.RunSucceeded:
@@ -81,7 +76,7 @@ func (r *KarmadaDeploymentReconciler) reconcileDelete(ctx context.Context, s *sc
 	if err := removeDeploymentState(r.StateDir, kd.UID); err != nil {
 		return ctrl.Result{}, fmt.Errorf("removing the deployment's run directories and fact cache: %w", err)
 	}
-	controllerutil.RemoveFinalizer(kd, FinalizerName)
+	controllerutil.RemoveFinalizer(kd, kaov1.FinalizerName)
 	if err := r.Client.Update(ctx, kd); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -90,13 +85,13 @@ func (r *KarmadaDeploymentReconciler) reconcileDelete(ctx context.Context, s *sc
 }
 
 // restoreHolding names the EtcdRestore that holds the deployment
-// (RestoreInProgressAnnotation) and still exists, unless the deployment is
+// (kaov1.RestoreInProgressAnnotation) and still exists, unless the deployment is
 // removed without uninstalling: then nothing touches the hosts and there is
 // nothing to wait for. An annotation naming a restore that is gone holds
 // nothing.
 func (r *KarmadaDeploymentReconciler) restoreHolding(ctx context.Context, kd *kaov1.KarmadaDeployment) (string, error) {
-	holder := kd.Annotations[RestoreInProgressAnnotation]
-	if holder == "" || kd.Annotations[SkipUninstallAnnotation] == "true" {
+	holder := kd.Annotations[kaov1.RestoreInProgressAnnotation]
+	if holder == "" || kd.Annotations[kaov1.SkipUninstallAnnotation] == "true" {
 		return "", nil
 	}
 	er := &kaov1.EtcdRestore{}

@@ -2,17 +2,6 @@ package controllers
 
 import "time"
 
-// RestoreInProgressAnnotation on a KarmadaDeployment names the EtcdRestore
-// that is restoring its etcd. While it is set, the KarmadaDeployment
-// reconciler starts no playbook run (it keeps probing), so a restore and an
-// install never run at the same time. The EtcdRestore reconciler sets it only
-// when the deployment has no run in progress (status.progress is empty),
-// with an optimistic lock on the deployment, and removes it when the restore
-// ends, succeeded or failed, or its EtcdRestore is deleted. If an operator
-// was removed in the middle of a restore for good, delete the annotation by
-// hand to let the deployment run again.
-const RestoreInProgressAnnotation = "kao.io/restore-in-progress"
-
 const (
 	// restoreWaitRequeueAfter is how often a restore waiting for something
 	// kao does not watch (a Secret, the bundle, a snapshot being written)

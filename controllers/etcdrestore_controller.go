@@ -49,7 +49,7 @@ const (
 //     etcdutl's reading of it; a mismatch ends the restore as Failed before
 //     anything on the hosts is touched;
 //  2. it waits until the deployment has no run in progress, then marks it
-//     with RestoreInProgressAnnotation, which keeps the deployment's
+//     with kaov1.RestoreInProgressAnnotation, which keeps the deployment's
 //     reconciler from starting runs;
 //  3. it runs playbooks/etcd-restore.yml with the deployment's inventory,
 //     SSH and PKI, and records the run in status;
@@ -132,7 +132,7 @@ func deploymentRunOrLockChanged() predicate.Predicate {
 			n, okNew := e.ObjectNew.(*kaov1.KarmadaDeployment)
 			return okOld && okNew && ((o.Status.Progress == nil) != (n.Status.Progress == nil) ||
 				o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
-				o.Annotations[RestoreInProgressAnnotation] != n.Annotations[RestoreInProgressAnnotation] ||
+				o.Annotations[kaov1.RestoreInProgressAnnotation] != n.Annotations[kaov1.RestoreInProgressAnnotation] ||
 				!equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp))
 		},
 	}
@@ -168,7 +168,7 @@ func (r *EtcdRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("EtcdRestore", klog.KObj(er)))
 
 	// The finalizer makes sure the deployment's annotation goes with the restore.
-	if er.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(er, FinalizerName) {
+	if er.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(er, kaov1.FinalizerName) {
 		return ctrl.Result{}, r.Client.Update(ctx, er)
 	}
 
@@ -361,12 +361,12 @@ func etcdKind(kd *kaov1.KarmadaDeployment) string {
 // restore holds it, or a run is in progress. "" means free, or held by this
 // restore already (a resumed restore).
 func deploymentBusy(kd *kaov1.KarmadaDeployment, er *kaov1.EtcdRestore) string {
-	switch holder := kd.Annotations[RestoreInProgressAnnotation]; {
+	switch holder := kd.Annotations[kaov1.RestoreInProgressAnnotation]; {
 	case holder == er.Name:
 		return ""
 	case holder != "":
 		return fmt.Sprintf("waiting for EtcdRestore %s, which is restoring KarmadaDeployment %s (annotation %s)",
-			holder, kd.Name, RestoreInProgressAnnotation)
+			holder, kd.Name, kaov1.RestoreInProgressAnnotation)
 	case kd.Status.Progress != nil:
 		return fmt.Sprintf("waiting for run %s of %s of KarmadaDeployment %s to end",
 			kd.Status.Progress.RunID, kd.Status.Progress.Playbook, kd.Name)
@@ -374,7 +374,7 @@ func deploymentBusy(kd *kaov1.KarmadaDeployment, er *kaov1.EtcdRestore) string {
 	return ""
 }
 
-// lockDeployment sets RestoreInProgressAnnotation on the deployment, read
+// lockDeployment sets kaov1.RestoreInProgressAnnotation on the deployment, read
 // anew, only while it has no run in progress. The patch carries the
 // resourceVersion it was decided on, and the deployment's reconciler starts
 // a run with a status patch that does the same: of a restore and a run
@@ -396,24 +396,24 @@ func (r *EtcdRestoreReconciler) lockDeployment(ctx context.Context, er *kaov1.Et
 	if busy := deploymentBusy(cur, er); busy != "" {
 		return reason.Pending(kaov1.WaitingForRunReason, restoreBusyRequeueAfter, "%s", busy)
 	}
-	if cur.Annotations[RestoreInProgressAnnotation] == er.Name {
+	if cur.Annotations[kaov1.RestoreInProgressAnnotation] == er.Name {
 		return nil
 	}
 	base := cur.DeepCopy()
 	if cur.Annotations == nil {
 		cur.Annotations = map[string]string{}
 	}
-	cur.Annotations[RestoreInProgressAnnotation] = er.Name
+	cur.Annotations[kaov1.RestoreInProgressAnnotation] = er.Name
 	if err := r.Client.Patch(ctx, cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
 			return reason.Pending(kaov1.WaitingForRunReason, staleCacheRequeueAfter, "KarmadaDeployment %s changed while kao marked it for the restore: looking again", kd.Name)
 		}
-		return fmt.Errorf("marking KarmadaDeployment %s with %s: %w", kd.Name, RestoreInProgressAnnotation, err)
+		return fmt.Errorf("marking KarmadaDeployment %s with %s: %w", kd.Name, kaov1.RestoreInProgressAnnotation, err)
 	}
 	return nil
 }
 
-// release removes RestoreInProgressAnnotation from the deployment if this
+// release removes kaov1.RestoreInProgressAnnotation from the deployment if this
 // restore set it, and the snapshot the restore fetched.
 func (r *EtcdRestoreReconciler) release(ctx context.Context, er *kaov1.EtcdRestore) error {
 	if err := r.removeRestoreDir(er); err != nil {
@@ -425,11 +425,11 @@ func (r *EtcdRestoreReconciler) release(ctx context.Context, er *kaov1.EtcdResto
 		if err := r.APIReader.Get(ctx, key, cur); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if cur.Annotations[RestoreInProgressAnnotation] != er.Name {
+		if cur.Annotations[kaov1.RestoreInProgressAnnotation] != er.Name {
 			return nil
 		}
 		base := cur.DeepCopy()
-		delete(cur.Annotations, RestoreInProgressAnnotation)
+		delete(cur.Annotations, kaov1.RestoreInProgressAnnotation)
 		err := r.Client.Patch(ctx, cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 		return client.IgnoreNotFound(err)
 	})
@@ -440,7 +440,7 @@ func (r *EtcdRestoreReconciler) release(ctx context.Context, er *kaov1.EtcdResto
 // would leave etcd and the API servers stopped.
 func (r *EtcdRestoreReconciler) reconcileDelete(ctx context.Context, s *restoreScope) error {
 	er := s.er
-	if !controllerutil.ContainsFinalizer(er, FinalizerName) {
+	if !controllerutil.ContainsFinalizer(er, kaov1.FinalizerName) {
 		return nil
 	}
 	if r.runs.get(er) != nil {
@@ -456,7 +456,7 @@ func (r *EtcdRestoreReconciler) reconcileDelete(ctx context.Context, s *restoreS
 	if err := r.patchStatus(ctx, s); err != nil {
 		return err
 	}
-	controllerutil.RemoveFinalizer(er, FinalizerName)
+	controllerutil.RemoveFinalizer(er, kaov1.FinalizerName)
 	if err := r.Client.Update(ctx, er); client.IgnoreNotFound(err) != nil {
 		return err
 	}

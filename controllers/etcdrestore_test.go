@@ -36,7 +36,7 @@ func TestDecideRunWaitsForARestore(t *testing.T) {
 		name string
 		// generation is the deployment's spec generation.
 		generation int64
-		// holder is the value of RestoreInProgressAnnotation ("" for none).
+		// holder is the value of kaov1.RestoreInProgressAnnotation ("" for none).
 		holder string
 		// last and retry are status.lastRun and status.retry.
 		last  *kaov1.RunStatus
@@ -56,7 +56,7 @@ func TestDecideRunWaitsForARestore(t *testing.T) {
 			kd := &kaov1.KarmadaDeployment{ObjectMeta: metav1.ObjectMeta{Generation: tc.generation}}
 			kd.Status.LastRun, kd.Status.Retry = tc.last, tc.retry
 			if tc.holder != "" {
-				kd.Annotations = map[string]string{RestoreInProgressAnnotation: tc.holder}
+				kd.Annotations = map[string]string{kaov1.RestoreInProgressAnnotation: tc.holder}
 			}
 			d := decideRun(kd, now, "")
 			if d.run != tc.wantRun || d.wait != 0 && tc.holder != "" {
@@ -79,7 +79,7 @@ func TestDeploymentWaitsWhileARestoreHoldsIt(t *testing.T) {
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur := get(t, kd)
 		cur.Spec.Paused = false
-		cur.Annotations = map[string]string{RestoreInProgressAnnotation: "restore-1"}
+		cur.Annotations = map[string]string{kaov1.RestoreInProgressAnnotation: "restore-1"}
 		return k8s.Update(context.Background(), cur)
 	})
 	if err != nil {
@@ -91,7 +91,7 @@ func TestDeploymentWaitsWhileARestoreHoldsIt(t *testing.T) {
 	}
 	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur := get(t, kd)
-		delete(cur.Annotations, RestoreInProgressAnnotation)
+		delete(cur.Annotations, kaov1.RestoreInProgressAnnotation)
 		return k8s.Update(context.Background(), cur)
 	})
 	if err != nil {
@@ -190,7 +190,7 @@ func TestEtcdRestoreRefusesASnapshotThatFailsItsChecksum(t *testing.T) {
 	}
 	waitForRestoreEvent(t, byPath, checksumMismatchEvent)
 	waitForRestoreEvent(t, byBackup, checksumMismatchEvent)
-	if cur := get(t, kd); cur.Annotations[RestoreInProgressAnnotation] != "" {
+	if cur := get(t, kd); cur.Annotations[kaov1.RestoreInProgressAnnotation] != "" {
 		t.Errorf("a refused restore held the deployment: %v", cur.Annotations)
 	}
 	if runs, _ := filepath.Glob(filepath.Join(stateDir, "runs", "*", "*")); len(runs) > 0 {
@@ -225,7 +225,7 @@ func TestEtcdRestoreWaitsForTheRunThenHoldsTheDeployment(t *testing.T) {
 		t.Errorf("a restore waiting for the deployment's run is Pending without a run: %+v", waiting.Status)
 	}
 	time.Sleep(2 * time.Second)
-	if cur := get(t, kd); cur.Annotations[RestoreInProgressAnnotation] != "" {
+	if cur := get(t, kd); cur.Annotations[kaov1.RestoreInProgressAnnotation] != "" {
 		t.Fatalf("the restore held the deployment during its run: %v", cur.Annotations)
 	}
 
@@ -238,7 +238,7 @@ func TestEtcdRestoreWaitsForTheRunThenHoldsTheDeployment(t *testing.T) {
 	running := waitForRestore(t, er, time.Minute, "the restore's run", func(er *kaov1.EtcdRestore) bool {
 		return er.Status.Phase == kaov1.RestoreRunning && er.Status.Progress != nil
 	})
-	if holder := get(t, kd).Annotations[RestoreInProgressAnnotation]; holder != er.Name {
+	if holder := get(t, kd).Annotations[kaov1.RestoreInProgressAnnotation]; holder != er.Name {
 		t.Fatalf("the deployment is not held by the running restore: annotation %q", holder)
 	}
 	if running.Status.StartTime == nil || running.Status.Snapshot == nil || running.Status.Snapshot.SHA256 != sum ||
@@ -270,7 +270,7 @@ func TestEtcdRestoreWaitsForTheRunThenHoldsTheDeployment(t *testing.T) {
 		done.Status.CompletionTime == nil {
 		t.Fatalf("status.lastRun does not record the run: %+v", done.Status)
 	}
-	if holder := get(t, kd).Annotations[RestoreInProgressAnnotation]; holder != "" {
+	if holder := get(t, kd).Annotations[kaov1.RestoreInProgressAnnotation]; holder != "" {
 		t.Errorf("the deployment is still held after the restore: %q", holder)
 	}
 	waitForRestoreEvent(t, er, restoreStartedEvent)
@@ -317,7 +317,7 @@ func TestEtcdRestoreResumesAfterAnOperatorRestart(t *testing.T) {
 		cut.Status.LastRun.ID != first.RunID || cut.Status.Progress != nil {
 		t.Fatalf("a restore cut off by a shutdown stays Running with its run recorded as cancelled: %+v", cut.Status)
 	}
-	if holder := get(t, kd).Annotations[RestoreInProgressAnnotation]; holder != er.Name {
+	if holder := get(t, kd).Annotations[kaov1.RestoreInProgressAnnotation]; holder != er.Name {
 		t.Fatalf("the deployment was released in the middle of a restore: annotation %q", holder)
 	}
 
@@ -351,7 +351,7 @@ func TestEtcdRestoreResumesAfterAnOperatorRestart(t *testing.T) {
 	if done.Status.LastRun == nil || done.Status.LastRun.Result != kaov1.RunSucceeded || done.Status.LastRun.ID == second.RunID {
 		t.Errorf("the restore did not finish with a third run: %+v", done.Status.LastRun)
 	}
-	if holder := get(t, kd).Annotations[RestoreInProgressAnnotation]; holder != "" {
+	if holder := get(t, kd).Annotations[kaov1.RestoreInProgressAnnotation]; holder != "" {
 		t.Errorf("the deployment is still held after the restore: %q", holder)
 	}
 }
@@ -569,9 +569,9 @@ func TestDeletionWaitsWhileARestoreHoldsTheDeployment(t *testing.T) {
 		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 			cur := get(t, kd)
 			if holder == "" {
-				delete(cur.Annotations, RestoreInProgressAnnotation)
+				delete(cur.Annotations, kaov1.RestoreInProgressAnnotation)
 			} else {
-				cur.Annotations = map[string]string{RestoreInProgressAnnotation: holder}
+				cur.Annotations = map[string]string{kaov1.RestoreInProgressAnnotation: holder}
 			}
 			return k8s.Update(context.Background(), cur)
 		})

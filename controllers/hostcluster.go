@@ -319,10 +319,10 @@ func ensureHostNamespace(ctx context.Context, hc *hostCluster) error {
 // plane in the host cluster.
 func workloadLabels(kd *kaov1.KarmadaDeployment, component string) map[string]string {
 	return map[string]string{
-		componentLabel:     component,
-		partOfLabel:        "karmada",
-		managedByLabel:     "kao",
-		DeploymentUIDLabel: string(kd.UID),
+		componentLabel:           component,
+		partOfLabel:              "karmada",
+		managedByLabel:           "kao",
+		kaov1.DeploymentUIDLabel: string(kd.UID),
 	}
 }
 
@@ -337,9 +337,9 @@ func applyAPIServerService(ctx context.Context, kd *kaov1.KarmadaDeployment, hc 
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return nil, hostClusterError("reading Service "+hc.namespace+"/"+hostAPIServer, err)
-	case cur.Labels[DeploymentUIDLabel] != string(kd.UID):
+	case cur.Labels[kaov1.DeploymentUIDLabel] != string(kd.UID):
 		owner := "was not made by kao"
-		if uid := cur.Labels[DeploymentUIDLabel]; uid != "" {
+		if uid := cur.Labels[kaov1.DeploymentUIDLabel]; uid != "" {
 			owner = "belongs to another KarmadaDeployment (uid " + uid + ")"
 		}
 		return nil, reason.Missing("Service %s/%s in the host cluster %s: a namespace holds one control plane; choose another spec.hostCluster.namespace",
@@ -353,7 +353,7 @@ func applyAPIServerService(ctx context.Context, kd *kaov1.KarmadaDeployment, hc 
 	if typ == "" {
 		typ = corev1.ServiceTypeClusterIP
 	}
-	selector := map[string]string{componentLabel: hostAPIServer, DeploymentUIDLabel: string(kd.UID)}
+	selector := map[string]string{componentLabel: hostAPIServer, kaov1.DeploymentUIDLabel: string(kd.UID)}
 	apply := corev1ac.Service(hostAPIServer, hc.namespace).
 		WithLabels(workloadLabels(kd, hostAPIServer)).
 		WithSpec(corev1ac.ServiceSpec().
@@ -415,11 +415,6 @@ func pickNodeAddress(nodes []corev1.Node, previous string) string {
 // StatefulSet's volume claim template is named "data".
 const etcdClaimPrefix = "data-"
 
-// deploymentNamespaceAnnotation records, on what kao claims in a host
-// cluster, the namespace of the deployment that owns it: only a deployment
-// of the same namespace may take it over.
-const deploymentNamespaceAnnotation = "kao.io/deployment-namespace"
-
 // claimEtcdVolumes makes sure the claims the etcd StatefulSet will bind, by
 // name, are this deployment's: each one that exists must carry its UID (and
 // gets its namespace recorded). One that another deployment of the same
@@ -445,7 +440,7 @@ func claimEtcdVolumes(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *host
 		case err != nil:
 			return hostClusterError("reading PersistentVolumeClaim "+hc.namespace+"/"+name, err)
 		}
-		owner, ownerNS := pvc.Labels[DeploymentUIDLabel], pvc.Annotations[deploymentNamespaceAnnotation]
+		owner, ownerNS := pvc.Labels[kaov1.DeploymentUIDLabel], pvc.Annotations[kaov1.DeploymentNamespaceAnnotation]
 		switch {
 		case owner == string(kd.UID) && ownerNS == kd.Namespace:
 			continue
@@ -460,7 +455,7 @@ func claimEtcdVolumes(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *host
 			return reason.Missing("PersistentVolumeClaim %s/%s in the host cluster holds the etcd data of another KarmadaDeployment (uid %s): "+
 				"to start on that data, annotate this deployment %s=%s; to start empty, delete the claim", hc.namespace, name, owner, kaov1.TakeOverFromAnnotation, owner)
 		}
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`, DeploymentUIDLabel, kd.UID, deploymentNamespaceAnnotation, kd.Namespace)
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:%q}}}`, kaov1.DeploymentUIDLabel, kd.UID, kaov1.DeploymentNamespaceAnnotation, kd.Namespace)
 		if _, err := claims.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
 			return hostClusterError("claiming PersistentVolumeClaim "+hc.namespace+"/"+name, err)
 		}
@@ -476,15 +471,15 @@ func recordEtcdClaimsNamespace(ctx context.Context, kd *kaov1.KarmadaDeployment,
 		return nil
 	}
 	claims := hc.client.CoreV1().PersistentVolumeClaims(hc.namespace)
-	list, err := claims.List(ctx, metav1.ListOptions{LabelSelector: DeploymentUIDLabel + "=" + string(kd.UID)})
+	list, err := claims.List(ctx, metav1.ListOptions{LabelSelector: kaov1.DeploymentUIDLabel + "=" + string(kd.UID)})
 	if err != nil {
 		return hostClusterError("listing the etcd claims", err)
 	}
 	for _, pvc := range list.Items {
-		if pvc.Annotations[deploymentNamespaceAnnotation] == kd.Namespace {
+		if pvc.Annotations[kaov1.DeploymentNamespaceAnnotation] == kd.Namespace {
 			continue
 		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, deploymentNamespaceAnnotation, kd.Namespace)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, kaov1.DeploymentNamespaceAnnotation, kd.Namespace)
 		if _, err := claims.Patch(ctx, pvc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
 			return hostClusterError("recording the namespace of PersistentVolumeClaim "+hc.namespace+"/"+pvc.Name, err)
 		}

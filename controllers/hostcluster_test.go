@@ -233,7 +233,7 @@ func TestExposeAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if svc.Spec.Selector[DeploymentUIDLabel] != "uid-kao-expose-cip" || svc.Spec.Ports[0].TargetPort.StrVal != "https" {
+		if svc.Spec.Selector[kaov1.DeploymentUIDLabel] != "uid-kao-expose-cip" || svc.Spec.Ports[0].TargetPort.StrVal != "https" {
 			t.Errorf("Service %+v selects or targets the wrong pods", svc.Spec)
 		}
 	})
@@ -377,12 +377,12 @@ func TestClaimEtcdVolumes(t *testing.T) {
 		want string
 	}{
 		{"no claim yet", nil, nil, "", ""},
-		{"this deployment's", map[string]string{DeploymentUIDLabel: mine}, map[string]string{deploymentNamespaceAnnotation: "team-a"}, "", ""},
+		{"this deployment's", map[string]string{kaov1.DeploymentUIDLabel: mine}, map[string]string{kaov1.DeploymentNamespaceAnnotation: "team-a"}, "", ""},
 		{"a claim kao did not make", map[string]string{"app": "other"}, nil, "", "was not made by kao"},
-		{"a deleted deployment's of the namespace", map[string]string{DeploymentUIDLabel: old}, map[string]string{deploymentNamespaceAnnotation: "team-a"}, "",
+		{"a deleted deployment's of the namespace", map[string]string{kaov1.DeploymentUIDLabel: old}, map[string]string{kaov1.DeploymentNamespaceAnnotation: "team-a"}, "",
 			"holds the etcd data of another KarmadaDeployment (uid " + old + "): to start on that data, annotate this deployment kao.io/take-over-from=" + old},
-		{"taken over", map[string]string{DeploymentUIDLabel: old}, map[string]string{deploymentNamespaceAnnotation: "team-a"}, old, ""},
-		{"another namespace's deployment's", map[string]string{DeploymentUIDLabel: stranger}, map[string]string{deploymentNamespaceAnnotation: "team-b"}, stranger,
+		{"taken over", map[string]string{kaov1.DeploymentUIDLabel: old}, map[string]string{kaov1.DeploymentNamespaceAnnotation: "team-a"}, old, ""},
+		{"another namespace's deployment's", map[string]string{kaov1.DeploymentUIDLabel: stranger}, map[string]string{kaov1.DeploymentNamespaceAnnotation: "team-b"}, stranger,
 			"holds the etcd data of a KarmadaDeployment of another namespace"},
 	} {
 		hostNS := newNamespace(t)
@@ -409,7 +409,7 @@ func TestClaimEtcdVolumes(t *testing.T) {
 		}
 		if tc.want == "" && tc.labels != nil {
 			pvc, err := cs.CoreV1().PersistentVolumeClaims(hostNS).Get(ctx, pvcName, metav1.GetOptions{})
-			if err != nil || pvc.Labels[DeploymentUIDLabel] != mine || pvc.Annotations[deploymentNamespaceAnnotation] != "team-a" {
+			if err != nil || pvc.Labels[kaov1.DeploymentUIDLabel] != mine || pvc.Annotations[kaov1.DeploymentNamespaceAnnotation] != "team-a" {
 				t.Errorf("%s: the claim is not this deployment's now: %v %v (%v)", tc.name, pvc.Labels, pvc.Annotations, err)
 			}
 		}

@@ -117,7 +117,7 @@ func (r *KarmadaDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("KarmadaDeployment", klog.KObj(kd)))
 
-	if kd.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(kd, FinalizerName) {
+	if kd.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(kd, kaov1.FinalizerName) {
 		return ctrl.Result{}, r.Client.Update(ctx, kd)
 	}
 

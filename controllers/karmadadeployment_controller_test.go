@@ -41,7 +41,7 @@ func readRunLog(t *testing.T, kd *kaov1.KarmadaDeployment) string {
 	if err := k8s.Get(context.Background(), key, cm); err != nil {
 		t.Fatalf("reading the run log ConfigMap named in status.lastRun: %v", err)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[LogKey]))
+	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[kaov1.LogKey]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +396,7 @@ func TestRecreatedDeploymentIsANewObject(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "again-pki"}, pkiSecret); err != nil {
 			t.Fatal(err)
 		}
-		if uid := pkiSecret.Labels[DeploymentUIDLabel]; uid != string(installed.UID) {
+		if uid := pkiSecret.Labels[kaov1.DeploymentUIDLabel]; uid != string(installed.UID) {
 			t.Errorf("round %d: the PKI Secret is labelled %s, not the new object's UID %s", round, uid, installed.UID)
 		}
 		if refs := pkiSecret.OwnerReferences; len(refs) != 1 || refs[0].UID != installed.UID {

@@ -84,7 +84,7 @@ func (r *KarmadaDeploymentReconciler) exportKubeconfig(ctx context.Context, kd *
 // long names that agree up to where kao cuts them) is an error: it is not
 // this deployment's to take.
 func ownedByAnother(secret *corev1.Secret, kd *kaov1.KarmadaDeployment) (bool, error) {
-	uid := secret.Labels[DeploymentUIDLabel]
+	uid := secret.Labels[kaov1.DeploymentUIDLabel]
 	if uid == "" || uid == string(kd.UID) {
 		return false, nil
 	}
@@ -105,7 +105,7 @@ func claimSecret(secret *corev1.Secret, kd *kaov1.KarmadaDeployment, scheme *run
 	if secret.Labels == nil {
 		secret.Labels = map[string]string{}
 	}
-	secret.Labels[DeploymentUIDLabel] = string(kd.UID)
+	secret.Labels[kaov1.DeploymentUIDLabel] = string(kd.UID)
 	refs := secret.OwnerReferences[:0]
 	for _, ref := range secret.OwnerReferences {
 		if ref.Kind != "KarmadaDeployment" || !strings.HasPrefix(ref.APIVersion, kaov1.GroupVersion.Group+"/") || ref.UID == kd.UID {

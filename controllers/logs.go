@@ -52,9 +52,9 @@ func (r *runLogs) storeRunLog(ctx context.Context, kd *kaov1.KarmadaDeployment, 
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      logConfigMapName(kd, runID),
 			Namespace: kd.Namespace,
-			Labels:    map[string]string{DeploymentUIDLabel: string(kd.UID), RunIDLabel: runID},
+			Labels:    map[string]string{kaov1.DeploymentUIDLabel: string(kd.UID), kaov1.RunIDLabel: runID},
 		},
-		BinaryData: map[string][]byte{LogKey: data},
+		BinaryData: map[string][]byte{kaov1.LogKey: data},
 	}
 	if err := controllerutil.SetControllerReference(kd, cm, r.Client.Scheme()); err != nil {
 		return "", fmt.Errorf("owning run log ConfigMap: %w", err)
@@ -69,11 +69,11 @@ func (r *runLogs) storeRunLog(ctx context.Context, kd *kaov1.KarmadaDeployment, 
 func (r *runLogs) pruneRunLogs(ctx context.Context, kd *kaov1.KarmadaDeployment) error {
 	list := &corev1.ConfigMapList{}
 	if err := r.APIReader.List(ctx, list, client.InNamespace(kd.Namespace),
-		client.MatchingLabels{DeploymentUIDLabel: string(kd.UID)}); err != nil {
+		client.MatchingLabels{kaov1.DeploymentUIDLabel: string(kd.UID)}); err != nil {
 		return fmt.Errorf("listing run logs: %w", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool {
-		return list.Items[i].Labels[RunIDLabel] < list.Items[j].Labels[RunIDLabel]
+		return list.Items[i].Labels[kaov1.RunIDLabel] < list.Items[j].Labels[kaov1.RunIDLabel]
 	})
 	var errs []error
 	for i := 0; i < len(list.Items)-r.logRetention(); i++ {

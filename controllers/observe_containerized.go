@@ -259,7 +259,7 @@ func (r *KarmadaDeploymentReconciler) observeContainerizedEtcd(ctx context.Conte
 		return comp
 	}
 
-	selector := labels.SelectorFromSet(map[string]string{componentLabel: hostEtcd, DeploymentUIDLabel: string(kd.UID)})
+	selector := labels.SelectorFromSet(map[string]string{componentLabel: hostEtcd, kaov1.DeploymentUIDLabel: string(kd.UID)})
 	pods, err := hc.client.CoreV1().Pods(hc.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 	if err != nil {
 		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason,

@@ -18,7 +18,7 @@ type runTrigger int
 const (
 	// renewalTrigger: a certificate entered its renewal window.
 	renewalTrigger runTrigger = iota + 1
-	// rotationTrigger: RotateCertificatesAnnotation has a new value.
+	// rotationTrigger: kaov1.RotateCertificatesAnnotation has a new value.
 	rotationTrigger
 	// userRolesTrigger: the files of spec.addons.userRoles changed.
 	userRolesTrigger
@@ -41,19 +41,19 @@ type runDecision struct {
 }
 
 // decideRun decides from spec and status whether to run the install playbook.
-// Nothing runs while RestoreInProgressAnnotation is set (the deployment is
+// Nothing runs while kaov1.RestoreInProgressAnnotation is set (the deployment is
 // still probed). A new generation runs at once whatever happened before; a
 // failed run of the current generation is retried after an exponential
 // backoff kept in status, so it survives operator restarts; an interrupted
 // run is repeated at once. After a successful run, the deployment runs again
-// for a new value of RotateCertificatesAnnotation, when a certificate enters
+// for a new value of kaov1.RotateCertificatesAnnotation, when a certificate enters
 // its renewal window (status.certificateRenewal.nextRenewalTime), and when
 // userRolesDigest, the digest of spec.addons.userRoles' files now, differs
 // from the one the last successful run recorded.
 func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest string) runDecision {
-	if holder := kd.Annotations[RestoreInProgressAnnotation]; holder != "" {
+	if holder := kd.Annotations[kaov1.RestoreInProgressAnnotation]; holder != "" {
 		// No run while an EtcdRestore stops and replaces etcd; its end wakes the deployment.
-		return runDecision{reason: fmt.Sprintf("EtcdRestore %s is restoring etcd (annotation %s)", holder, RestoreInProgressAnnotation)}
+		return runDecision{reason: fmt.Sprintf("EtcdRestore %s is restoring etcd (annotation %s)", holder, kaov1.RestoreInProgressAnnotation)}
 	}
 	last := kd.Status.LastRun
 	if last != nil && last.Generation == kd.Generation && last.Result == kaov1.RunSucceeded {
@@ -68,7 +68,7 @@ func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest strin
 		}
 		if req := pendingRotation(kd); req != "" {
 			return runDecision{run: true, trigger: rotationTrigger,
-				reason: fmt.Sprintf("annotation %s asks for a certificate rotation (%q)", RotateCertificatesAnnotation, req)}
+				reason: fmt.Sprintf("annotation %s asks for a certificate rotation (%q)", kaov1.RotateCertificatesAnnotation, req)}
 		}
 		due, at := renewalDue(kd, now)
 		if due {

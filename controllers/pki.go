@@ -148,7 +148,7 @@ func (g *gatherer) readPKI(ctx context.Context, kd *kaov1.KarmadaDeployment) (pk
 
 // ensurePKI issues or renews the deployment's certificates, keeps them in a
 // Secret owned by the deployment, and records their expiry and the next
-// renewal in status. A pending rotation request (RotateCertificatesAnnotation)
+// renewal in status. A pending rotation request (kaov1.RotateCertificatesAnnotation)
 // re-issues every leaf certificate and is recorded as handled.
 func (r *KarmadaDeploymentReconciler) ensurePKI(ctx context.Context, kd *kaov1.KarmadaDeployment, now time.Time) (pki.Bundle, error) {
 	secret := &corev1.Secret{}
@@ -211,7 +211,7 @@ func (r *KarmadaDeploymentReconciler) ensurePKI(ctx context.Context, kd *kaov1.K
 		if req.Reissue {
 			r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "CertificatesRotating", "Rotate",
 				"Rotating certificates for %s=%q: re-issued every leaf certificate; the install run rolls them out and restarts every component, one host at a time",
-				RotateCertificatesAnnotation, rotation)
+				kaov1.RotateCertificatesAnnotation, rotation)
 		}
 	}
 	if hadCerts && renewedLeaves(changed) {

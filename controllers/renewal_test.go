@@ -131,7 +131,7 @@ func TestRotateCertificatesAnnotationReissuesEveryLeafOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	annotate(RotateCertificatesAnnotation, "2026-11-23 incident 42")
+	annotate(kaov1.RotateCertificatesAnnotation, "2026-11-23 incident 42")
 	rotated := waitFor(t, kd, 60*time.Second, "a run for the rotation", func(kd *kaov1.KarmadaDeployment) bool {
 		return lastRunIs(kaov1.RunSucceeded)(kd) && kd.Status.LastRun.ID != first.Status.LastRun.ID
 	})
@@ -164,7 +164,7 @@ func TestRotateCertificatesAnnotationReissuesEveryLeafOnce(t *testing.T) {
 	}
 	// A value too long for status is recorded by digest, and rotates again.
 	long := strings.Repeat("rotate-", 20)
-	annotate(RotateCertificatesAnnotation, long)
+	annotate(kaov1.RotateCertificatesAnnotation, long)
 	again := waitFor(t, kd, 60*time.Second, "a run for the second rotation", func(kd *kaov1.KarmadaDeployment) bool {
 		return lastRunIs(kaov1.RunSucceeded)(kd) && kd.Status.LastRun.ID != rotated.Status.LastRun.ID
 	})

@@ -43,15 +43,6 @@ const (
 	kubernetesFamily = "kubernetes"
 )
 
-// UpgradeWithoutBackupAnnotation lets an upgrade start without the etcd
-// snapshot kao takes first, where kao cannot take one: a Containerized
-// control plane with managed etcd on a remote host cluster (its etcd is
-// reachable only inside that cluster). Its value must be the spec.version
-// the upgrade moves to, so the annotation covers that upgrade (and
-// single-component upgrades at that version) and not a later one by
-// accident. Whoever sets it has taken a snapshot their own way.
-const UpgradeWithoutBackupAnnotation = "kao.io/upgrade-without-backup"
-
 // upgradeComponent is a component an upgrade moves, in upgradeOrder.
 type upgradeComponent struct {
 	name   string
@@ -368,7 +359,7 @@ func (r *KarmadaDeploymentReconciler) backupBeforeUpgrade(ctx context.Context, k
 		return nil, fmt.Errorf("kao cannot reach the managed etcd of a Containerized control plane on a remote host cluster "+
 			"(its Services resolve only inside that cluster; kao snapshots it with spec.hostCluster.inCluster or spec.etcd.external). "+
 			"To upgrade anyway, take a snapshot your own way and annotate the KarmadaDeployment %s=%s",
-			UpgradeWithoutBackupAnnotation, kd.Spec.Version)
+			kaov1.UpgradeWithoutBackupAnnotation, kd.Spec.Version)
 	}
 	g := r.inputs()
 	src, err := g.etcdSourceOf(ctx, kd)
@@ -423,7 +414,7 @@ func snapshotReachable(kd *kaov1.KarmadaDeployment) bool {
 // upgradeWithoutBackup tells whether the deployment's annotation lets this
 // upgrade start without a snapshot: it names the spec.version of the run.
 func upgradeWithoutBackup(kd *kaov1.KarmadaDeployment) bool {
-	v, ok := kd.Annotations[UpgradeWithoutBackupAnnotation]
+	v, ok := kd.Annotations[kaov1.UpgradeWithoutBackupAnnotation]
 	return ok && v == kd.Spec.Version
 }
 
@@ -468,7 +459,7 @@ func (r *KarmadaDeploymentReconciler) withUpgradeBackup(kd *kaov1.KarmadaDeploym
 		start := r.Clock.Now()
 		if upgradeWithoutBackup(kd) {
 			r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, kaov1.UpgradeBackupSkippedReason, "Upgrade",
-				"Upgrading without an etcd snapshot, as annotation %s=%s asks: %s", UpgradeWithoutBackupAnnotation, kd.Spec.Version,
+				"Upgrading without an etcd snapshot, as annotation %s=%s asks: %s", kaov1.UpgradeWithoutBackupAnnotation, kd.Spec.Version,
 				truncateString(upgradeSummary(kd), 400))
 			return withStopMessage(kd, run)(ctx, spec)
 		}

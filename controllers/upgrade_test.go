@@ -525,7 +525,7 @@ func TestUpgradeBackupOfARemoteHostClustersEtcd(t *testing.T) {
 	r := &KarmadaDeploymentReconciler{Options: Options{StateDir: t.TempDir()}}
 	kd.Spec.Version = "v1.18.1"
 	_, err := r.backupBeforeUpgrade(t.Context(), kd, time.Now())
-	for _, want := range []string{"cannot reach the managed etcd", "spec.hostCluster.inCluster", UpgradeWithoutBackupAnnotation + "=v1.18.1"} {
+	for _, want := range []string{"cannot reach the managed etcd", "spec.hostCluster.inCluster", kaov1.UpgradeWithoutBackupAnnotation + "=v1.18.1"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %q", err, want)
 		}
@@ -539,11 +539,11 @@ func TestUpgradeBackupOfARemoteHostClustersEtcd(t *testing.T) {
 	if upgradeWithoutBackup(kd) {
 		t.Error("no annotation, yet the backup is skipped")
 	}
-	kd.Annotations = map[string]string{UpgradeWithoutBackupAnnotation: "v1.17.1"}
+	kd.Annotations = map[string]string{kaov1.UpgradeWithoutBackupAnnotation: "v1.17.1"}
 	if upgradeWithoutBackup(kd) {
 		t.Error("an annotation naming another version skips the backup")
 	}
-	kd.Annotations[UpgradeWithoutBackupAnnotation] = "v1.18.1"
+	kd.Annotations[kaov1.UpgradeWithoutBackupAnnotation] = "v1.18.1"
 	if !upgradeWithoutBackup(kd) {
 		t.Error("the annotation naming spec.version does not skip the backup")
 	}

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/controllers"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/members"
 )
@@ -425,7 +424,7 @@ func printTaskTimeline(t testing.TB, kd *kaov1.KarmadaDeployment, start time.Tim
 	t.Helper()
 	list := &corev1.ConfigMapList{}
 	if err := k8s.List(context.Background(), list, client.InNamespace(kd.Namespace),
-		client.MatchingLabels{controllers.DeploymentUIDLabel: string(kd.UID)}); err != nil {
+		client.MatchingLabels{kaov1.DeploymentUIDLabel: string(kd.UID)}); err != nil {
 		t.Fatal(err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
@@ -451,7 +450,7 @@ func printTaskTimeline(t testing.TB, kd *kaov1.KarmadaDeployment, start time.Tim
 		}
 		if len(out) > 0 {
 			fmt.Printf("\nRun %s: plays, failures, and results 0.5 s or more after the line before (at, gap)\n%s\n",
-				cm.Labels[controllers.RunIDLabel], strings.Join(out, "\n"))
+				cm.Labels[kaov1.RunIDLabel], strings.Join(out, "\n"))
 		}
 	}
 	if lines == 0 {

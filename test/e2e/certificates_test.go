@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/controllers"
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/readiness"
@@ -243,7 +242,7 @@ func renewAndRotate(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment
 	// same run disables the addons addonsBySpec enabled.
 	changeDeployment(t, kd, func(cur *kaov1.KarmadaDeployment) {
 		disableAddons(&cur.Spec)
-		cur.Annotations[controllers.RotateCertificatesAnnotation] = "e2e-short-lived"
+		cur.Annotations[kaov1.RotateCertificatesAnnotation] = "e2e-short-lived"
 		cur.Spec.Certificates = kaov1.CertificatesSpec{
 			Validity:    &metav1.Duration{Duration: shortValidity},
 			RenewBefore: &metav1.Duration{Duration: shortRenewBefore},

@@ -160,7 +160,7 @@ func deploymentEvents(t testing.TB, kd *kaov1.KarmadaDeployment) []eventsv1.Even
 
 // runLogText is the text of a run's log ConfigMap (kept gzip-compressed).
 func runLogText(cm *corev1.ConfigMap) (string, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.LogKey]))
+	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[kaov1.LogKey]))
 	if err != nil {
 		return "", fmt.Errorf("run log %s: %w", cm.Name, err)
 	}

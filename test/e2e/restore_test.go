@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/controllers"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -108,7 +107,7 @@ func backupAndRestore(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployme
 	if got := unitInvocations(t, dc, nodes); !maps.Equal(got, units) {
 		t.Errorf("a refused restore stopped or restarted services:\nbefore %v\nafter  %v", units, got)
 	}
-	if holder := get(t, kd).Annotations[controllers.RestoreInProgressAnnotation]; holder != "" {
+	if holder := get(t, kd).Annotations[kaov1.RestoreInProgressAnnotation]; holder != "" {
 		t.Errorf("a refused restore holds the deployment: %q", holder)
 	}
 	if out := kubectl("get", "--raw", "/readyz"); strings.TrimSpace(out) != "ok" {
@@ -142,7 +141,7 @@ func backupAndRestore(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployme
 	if s := restored.Status.Snapshot; s == nil || s.Name != snap.Name || s.SHA256 != snap.SHA256 || s.Revision != snap.Revision {
 		t.Errorf("status.snapshot is %+v, want the backup's %s", s, snap.Name)
 	}
-	if holder := get(t, kd).Annotations[controllers.RestoreInProgressAnnotation]; holder != "" {
+	if holder := get(t, kd).Annotations[kaov1.RestoreInProgressAnnotation]; holder != "" {
 		t.Errorf("the deployment is still held after the restore: %q", holder)
 	}
 	prev := restored.Status.PreviousDataDir
