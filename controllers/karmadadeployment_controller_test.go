@@ -165,11 +165,7 @@ func TestFailedRunIsReportedAndBacksOff(t *testing.T) {
 	}
 
 	// A new generation runs at once, whatever the backoff says.
-	cur := get(t, kd)
-	cur.Spec.Members = cur.Spec.Members[1:]
-	if err := k8s.Update(context.Background(), cur); err != nil {
-		t.Fatal(err)
-	}
+	update(t, kd, func(cur *kaov1.KarmadaDeployment) { cur.Spec.Members = cur.Spec.Members[1:] })
 	fixed := waitFor(t, kd, 30*time.Second, "a successful run of the new generation", func(kd *kaov1.KarmadaDeployment) bool {
 		return lastRunIs(kaov1.RunSucceeded)(kd) && kd.Status.LastRun.Generation == kd.Generation
 	})
@@ -184,11 +180,7 @@ func TestSpecChangeDuringARunIsNotLost(t *testing.T) {
 	kd := newDeployment(t, ns, "queued", false, "slow-a")
 	waitFor(t, kd, 30*time.Second, "a run in progress", func(kd *kaov1.KarmadaDeployment) bool { return kd.Status.Progress != nil })
 
-	cur := get(t, kd)
-	cur.Spec.Members[0].Region = "eu-west"
-	if err := k8s.Update(context.Background(), cur); err != nil {
-		t.Fatal(err)
-	}
+	update(t, kd, func(cur *kaov1.KarmadaDeployment) { cur.Spec.Members[0].Region = "eu-west" })
 	firstID := ""
 	done := waitFor(t, kd, 90*time.Second, "a run of the changed spec", func(kd *kaov1.KarmadaDeployment) bool {
 		if kd.Status.LastRun != nil && firstID == "" {
@@ -223,10 +215,7 @@ func TestPausedDeploymentDoesNotRun(t *testing.T) {
 	if cur = get(t, kd); cur.Status.LastRun != nil || cur.Status.Progress != nil {
 		t.Fatalf("a paused deployment ran: %+v", cur.Status)
 	}
-	cur.Spec.Paused = false
-	if err := k8s.Update(context.Background(), cur); err != nil {
-		t.Fatal(err)
-	}
+	update(t, kd, func(cur *kaov1.KarmadaDeployment) { cur.Spec.Paused = false })
 	waitFor(t, kd, 30*time.Second, "a run after unpausing", lastRunIs(kaov1.RunSucceeded))
 }
 
@@ -243,11 +232,7 @@ func TestRunInterruptedByACrashIsRunAgain(t *testing.T) {
 	if err := k8s.Status().Update(context.Background(), cur); err != nil {
 		t.Fatal(err)
 	}
-	cur = get(t, kd)
-	cur.Spec.Paused = false
-	if err := k8s.Update(context.Background(), cur); err != nil {
-		t.Fatal(err)
-	}
+	update(t, kd, func(cur *kaov1.KarmadaDeployment) { cur.Spec.Paused = false })
 	startOperator(t, ns, "")
 	e := waitForEvent(t, kd, "PlaybookInterrupted")
 	if !strings.Contains(e.Note, "20260101-000000-dead") {
@@ -282,12 +267,10 @@ func TestMissingSecretIsACondition(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "nosecret", true, "ok-a")
-	cur := get(t, kd)
-	cur.Spec.Members[0].KubeconfigSecretRef.Key = "absent"
-	cur.Spec.Paused = false
-	if err := k8s.Update(context.Background(), cur); err != nil {
-		t.Fatal(err)
-	}
+	update(t, kd, func(cur *kaov1.KarmadaDeployment) {
+		cur.Spec.Members[0].KubeconfigSecretRef.Key = "absent"
+		cur.Spec.Paused = false
+	})
 	want := `has no key "absent" named in spec.members[0].kubeconfigSecretRef`
 	got := waitFor(t, kd, 20*time.Second, "PrerequisitesMissing", func(kd *kaov1.KarmadaDeployment) bool {
 		c := condition(kd, kaov1.PlaybookSucceededCondition)

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -215,6 +216,20 @@ func get(t *testing.T, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
 		t.Fatal(err)
 	}
 	return cur
+}
+
+// update changes the latest version of a deployment's spec or metadata,
+// again on a conflict: the operator writes the object too (its finalizer).
+func update(t *testing.T, kd *kaov1.KarmadaDeployment, change func(*kaov1.KarmadaDeployment)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := get(t, kd)
+		change(cur)
+		return k8s.Update(context.Background(), cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitFor polls a deployment until cond holds or the timeout passes.
