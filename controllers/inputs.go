@@ -48,8 +48,9 @@ type runInputs struct {
 	pki pki.Bundle
 	// externalEtcd is spec.etcd.external's CA and client certificate.
 	externalEtcd *externalEtcd
-	// upgrade is what an upgrade run moves: the inventory's upgrade groups.
-	upgrade *upgradePlan
+	// upgradeGroups are what an upgrade run moves: the inventory's upgrade
+	// groups, by group name; nil for any other run.
+	upgradeGroups map[string][]string
 	// host is the host cluster of a Containerized deployment.
 	host *hostCluster
 }

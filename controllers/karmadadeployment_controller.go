@@ -283,7 +283,7 @@ func (r *KarmadaDeploymentReconciler) prepareRun(ctx context.Context, s *scope, 
 			}
 		}
 	}
-	in.upgrade = s.upgrade
+	in.upgradeGroups = s.upgrade.inventoryGroups()
 	var roles []userRole
 	if playbook == installPlaybook {
 		if roles, err = r.loadUserRoles(ctx, kd); err != nil {

@@ -51,7 +51,7 @@ func inventoryFor(kd *kaov1.KarmadaDeployment, in *runInputs, dir string) (*inve
 	kubeconfigPath := func(member string) string {
 		return filepath.Join(dir, runner.SecretsDir, "members", member+".kubeconfig")
 	}
-	opts := inventory.Options{MemberKubeconfigPath: kubeconfigPath, Upgrade: in.upgrade.inventoryGroups()}
+	opts := inventory.Options{MemberKubeconfigPath: kubeconfigPath, Upgrade: in.upgradeGroups}
 	if len(in.pki) > 0 {
 		opts.AgentCertificateNotAfter = func(member string) (time.Time, bool) { return in.pki.NotAfter(pki.AgentClient(member)) }
 	}

@@ -84,7 +84,7 @@ func renderRunSpec(t *testing.T, c runSpecCase) []byte {
 		plan = c.change(t, kd)
 	}
 	in := fixedInputs(kd)
-	in.upgrade = plan
+	in.upgradeGroups = plan.inventoryGroups()
 	if c.restore {
 		kd.Spec.Members, kd.Status.Members = nil, nil
 		in.kubeconfigs, in.kubeconfigSecrets = map[string][]byte{}, nil
