@@ -43,26 +43,26 @@ func TestRecordNotStartedOutcomes(t *testing.T) {
 		err  error
 		want outcome
 	}{
-		{name: "missing input", err: notStartedError("missing", "Secret team-a/ssh named in spec.ssh.privateKeySecretRef does not exist"),
+		{name: "missing input", err: reason.Missing("%s", "Secret team-a/ssh named in spec.ssh.privateKeySecretRef does not exist"),
 			want: outcome{status: metav1.ConditionFalse, reason: kaov1.PrerequisitesMissingReason,
 				message: "Secret team-a/ssh named in spec.ssh.privateKeySecretRef does not exist",
 				event:   "Warning PrerequisitesMissing Secret team-a/ssh named in spec.ssh.privateKeySecretRef does not exist",
 				requeue: retryBase, retried: true}},
-		{name: "missing secret", err: notStartedError("secret", "Secret team-a/m has no key \"k\""),
+		{name: "missing secret", err: reason.SecretMissing("%s", "Secret team-a/m has no key \"k\""),
 			want: outcome{status: metav1.ConditionFalse, reason: kaov1.PrerequisitesMissingReason, message: "Secret team-a/m has no key \"k\"",
 				event: "Warning PrerequisitesMissing Secret team-a/m has no key \"k\"", requeue: retryBase, retried: true}},
-		{name: "user role", err: notStartedError("role", "spec.addons.userRoles[0].path: not under --user-roles-dir"),
+		{name: "user role", err: userRoleErrorf("%s", "spec.addons.userRoles[0].path: not under --user-roles-dir"),
 			want: outcome{status: metav1.ConditionFalse, reason: kaov1.UserRoleInvalidReason, message: "spec.addons.userRoles[0].path: not under --user-roles-dir",
 				event: "Warning UserRoleInvalid spec.addons.userRoles[0].path: not under --user-roles-dir", requeue: retryBase, retried: true}},
-		{name: "host cluster unreachable", err: notStartedError("host", "creating Namespace karmada-system in the host cluster: forbidden"),
+		{name: "host cluster unreachable", err: reason.Invalid(kaov1.HostClusterUnreachableReason, "%s", "creating Namespace karmada-system in the host cluster: forbidden"),
 			want: outcome{status: metav1.ConditionFalse, reason: kaov1.HostClusterUnreachableReason,
 				message: "creating Namespace karmada-system in the host cluster: forbidden",
 				event:   "Warning HostClusterUnreachable creating Namespace karmada-system in the host cluster: forbidden", requeue: retryBase, retried: true}},
-		{name: "exposure pending", err: notStartedError("pending", "Service karmada-system/karmada-apiserver has no node port yet"),
+		{name: "exposure pending", err: reason.Pending(kaov1.ExposurePendingReason, exposurePollInterval, "%s", "Service karmada-system/karmada-apiserver has no node port yet"),
 			want: outcome{status: metav1.ConditionUnknown, reason: kaov1.ExposurePendingReason,
 				message: "Service karmada-system/karmada-apiserver has no node port yet",
 				event:   "Normal ExposurePending Service karmada-system/karmada-apiserver has no node port yet", requeue: exposurePollInterval}},
-		{name: "downgrade, cut at 1024 bytes", err: notStartedError("downgrade", long),
+		{name: "downgrade, cut at 1024 bytes", err: downgradeRefused("%s", long),
 			want: outcome{status: metav1.ConditionFalse, reason: kaov1.DowngradeRefusedReason, message: long[:1024],
 				event: "Warning DowngradeRefused " + long[:1024], requeue: retryBase, retried: true}},
 		{name: "anything else", err: errors.New("the API server is down"), want: outcome{handed: true}},
@@ -114,12 +114,12 @@ func TestRestoreNotStartedOutcomes(t *testing.T) {
 		requeue          time.Duration
 		handed           bool
 	}{
-		{name: "refused", err: notStartedError("refused", "the snapshot does not match its sha256"),
+		{name: "refused", err: reason.Refused(kaov1.ChecksumMismatchReason, "%s", "the snapshot does not match its sha256"),
 			ready: "False/ChecksumMismatch", succeeded: "False/ChecksumMismatch", phase: kaov1.RestoreFailed,
 			event: "Warning ChecksumMismatch the snapshot does not match its sha256"},
-		{name: "busy", err: notStartedError("busy", "KarmadaDeployment dc1 runs install.yml"),
+		{name: "busy", err: reason.Pending(kaov1.WaitingForRunReason, restoreBusyRequeueAfter, "%s", "KarmadaDeployment dc1 runs install.yml"),
 			ready: "False/WaitingForRun", succeeded: "Unknown/WaitingForRun", requeue: restoreBusyRequeueAfter},
-		{name: "missing input", err: notStartedError("missing", "EtcdBackup nightly does not exist"),
+		{name: "missing input", err: reason.Missing("%s", "EtcdBackup nightly does not exist"),
 			ready: "False/PrerequisitesMissing", succeeded: "Unknown/PrerequisitesMissing", requeue: restoreWaitRequeueAfter},
 		{name: "anything else", err: errors.New("the API server is down"), handed: true},
 	}
@@ -170,28 +170,4 @@ func TestRestoreNotStartedOutcomes(t *testing.T) {
 			}
 		})
 	}
-}
-
-// notStartedError makes the error of one kind with a message, as the code
-// that meets it does.
-func notStartedError(kind, msg string) error {
-	switch kind {
-	case "missing":
-		return reason.Missing("%s", msg)
-	case "secret":
-		return reason.SecretMissing("%s", msg)
-	case "role":
-		return userRoleErrorf("%s", msg)
-	case "host":
-		return reason.Invalid(kaov1.HostClusterUnreachableReason, "%s", msg)
-	case "pending":
-		return reason.Pending(kaov1.ExposurePendingReason, exposurePollInterval, "%s", msg)
-	case "downgrade":
-		return downgradeRefused("%s", msg)
-	case "refused":
-		return reason.Refused(kaov1.ChecksumMismatchReason, "%s", msg)
-	case "busy":
-		return reason.Pending(kaov1.WaitingForRunReason, restoreBusyRequeueAfter, "%s", msg)
-	}
-	panic(kind)
 }

@@ -27,69 +27,105 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files")
 // runSpecCase is one run assembled from a sample CR.
 type runSpecCase struct {
 	name, sample, playbook string
-	// change edits the sample before the run is assembled.
-	change func(t *testing.T, kd *kaov1.KarmadaDeployment) *upgradePlan
-	// restore makes it the run of the EtcdRestore sample.
-	restore bool
+	// change edits the sample before the run is assembled; it returns the
+	// upgrade's inventory groups, if any.
+	change func(t *testing.T, kd *kaov1.KarmadaDeployment) map[string][]string
 }
 
-// TestRunSpecGolden pins what every playbook's run gets from the sample CRs
-// in config/samples: the inventory, extra vars, groups, secret files (by
-// checksum), redaction, roles path, fact cache and limits. It is the proof
-// that moving the run pipeline around changes no run.
+const (
+	binarySample        = "kao_v1alpha1_karmadadeployment_binary.yaml"
+	containerizedSample = "kao_v1alpha1_karmadadeployment_containerized.yaml"
+)
+
+// TestRunSpecGolden pins what every playbook's run of a KarmadaDeployment
+// gets from the sample CRs in config/samples: the inventory, extra vars,
+// groups, secret files (by checksum), redaction, roles path, fact cache and
+// limits. It is the proof that moving the run pipeline around changes no run.
 func TestRunSpecGolden(t *testing.T) {
-	const binary, containerized = "kao_v1alpha1_karmadadeployment_binary.yaml", "kao_v1alpha1_karmadadeployment_containerized.yaml"
 	cases := []runSpecCase{
-		{name: "binary-install", sample: binary, playbook: installPlaybook},
-		{name: "binary-members", sample: binary, playbook: membersPlaybook},
-		{name: "binary-upgrade", sample: binary, playbook: upgradePlaybook, change: olderControlPlane},
-		{name: "binary-uninstall", sample: binary, playbook: uninstallPlaybook, change: deleting},
-		{name: "binary-etcd-restore", sample: binary, playbook: etcdRestorePlaybook, restore: true},
-		{name: "containerized-install", sample: containerized, playbook: installPlaybook},
-		{name: "containerized-uninstall", sample: containerized, playbook: uninstallPlaybook, change: deleting},
+		{name: "binary-install", sample: binarySample, playbook: installPlaybook},
+		{name: "binary-members", sample: binarySample, playbook: membersPlaybook},
+		{name: "binary-upgrade", sample: binarySample, playbook: upgradePlaybook, change: olderControlPlane},
+		{name: "binary-uninstall", sample: binarySample, playbook: uninstallPlaybook, change: deleting},
+		{name: "containerized-install", sample: containerizedSample, playbook: installPlaybook},
+		{name: "containerized-uninstall", sample: containerizedSample, playbook: uninstallPlaybook, change: deleting},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := renderRunSpec(t, c)
-			path := filepath.Join("testdata", "runspec", c.name+".golden.json")
-			if *updateGolden {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
+			kd := sampleDeployment(t, c.sample)
+			var groups map[string][]string
+			if c.change != nil {
+				groups = c.change(t, kd)
 			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run `go test ./controllers/ -short -run RunSpecGolden -update` to create it)", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("the run of %s differs from %s:\n%s", c.sample, path, lineDiff(string(want), string(got)))
-			}
+			in := fixedInputs(kd)
+			in.upgradeGroups = groups
+			r := assembleForGolden(t, kd, in, c.playbook)
+			compareGolden(t, c.name, r.encode(t))
 		})
 	}
 }
 
-// renderRunSpec assembles the case's run with fixed inputs and encodes what
-// Ansible gets, with the temporary directories replaced by $BUNDLE, $STATE
-// and $RUN.
-func renderRunSpec(t *testing.T, c runSpecCase) []byte {
+// TestRestoreRunSpecGolden pins the etcd restore's run of the binary sample
+// with the EtcdRestore sample: the deployment's run without its members,
+// plus the snapshot and the restore's identity.
+func TestRestoreRunSpecGolden(t *testing.T) {
+	kd := sampleDeployment(t, binarySample)
+	kd.Spec.Members, kd.Status.Members = nil, nil
+	in := fixedInputs(kd)
+	r := assembleForGolden(t, kd, in, etcdRestorePlaybook)
+	er := &kaov1.EtcdRestore{}
+	readSample(t, "kao_v1alpha1_etcdrestore.yaml", er)
+	er.Namespace, er.UID = kd.Namespace, types.UID("9a8b7c6d-aaaa-bbbb-cccc-ddddeeeeffff")
+	snap := &kaov1.Snapshot{Name: "dc1-20261126-000000.db", SHA256: strings.Repeat("ab", 32)}
+	for k, v := range restoreExtraVars(er, snap, filepath.Join(r.stateDir, "restores", "snapshot.db")) {
+		r.spec.ExtraVars[k] = v
+	}
+	compareGolden(t, "binary-etcd-restore", r.encode(t))
+}
+
+// compareGolden compares a rendered run with testdata/runspec/NAME.golden.json
+// (or writes it, with -update).
+func compareGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "runspec", name+".golden.json")
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run the test with -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("the run differs from %s:\n%s", path, lineDiff(string(want), string(got)))
+	}
+}
+
+// sampleDeployment reads a KarmadaDeployment sample with a fixed namespace,
+// UID and generation.
+func sampleDeployment(t *testing.T, sample string) *kaov1.KarmadaDeployment {
 	t.Helper()
 	kd := &kaov1.KarmadaDeployment{}
-	readSample(t, c.sample, kd)
+	readSample(t, sample, kd)
 	kd.Namespace, kd.UID, kd.Generation = "team-a", types.UID("0f0e0d0c-1111-2222-3333-444455556666"), 3
-	var plan *upgradePlan
-	if c.change != nil {
-		plan = c.change(t, kd)
-	}
-	in := fixedInputs(kd)
-	in.upgradeGroups = plan.inventoryGroups()
-	if c.restore {
-		kd.Spec.Members, kd.Status.Members = nil, nil
-		in.kubeconfigs, in.kubeconfigSecrets = map[string][]byte{}, nil
-	}
+	return kd
+}
 
+// goldenRun is a run assembled for a golden file, with the temporary
+// directories it names.
+type goldenRun struct {
+	spec                     runner.Spec
+	runDir, stateDir, bundle string
+}
+
+// assembleForGolden assembles a run the way the controllers do, with a test
+// bundle and fixed settings.
+func assembleForGolden(t *testing.T, kd *kaov1.KarmadaDeployment, in *runInputs, playbook string) *goldenRun {
+	t.Helper()
 	bundleDir := writeBundle(t, `{"karmada":"v1.18.1","kubernetes":"v1.35.4","etcd":"v3.6.6"}`,
 		"karmada/v1.18.1", "kubernetes/v1.35.4", "etcd/v3.6.6")
 	if err := os.WriteFile(filepath.Join(bundleDir, "karmada", "v1.18.1", "crds.tar.gz"), []byte("crds"), 0o600); err != nil {
@@ -102,20 +138,17 @@ func renderRunSpec(t *testing.T, c runSpecCase) []byte {
 	}}
 	const runID = "20261126-010203-abcdef"
 	dir := filepath.Join(runsDir(stateDir, kd.UID), runID)
-	spec, err := g.assembleRun(context.Background(), kd, in, runParams{id: runID, dir: dir, playbook: c.playbook})
+	spec, err := g.assembleRun(context.Background(), kd, in, runParams{id: runID, dir: dir, playbook: playbook})
 	if err != nil {
 		t.Fatalf("building the run: %v", err)
 	}
-	if c.restore {
-		er := &kaov1.EtcdRestore{}
-		readSample(t, "kao_v1alpha1_etcdrestore.yaml", er)
-		er.Namespace, er.UID = kd.Namespace, types.UID("9a8b7c6d-aaaa-bbbb-cccc-ddddeeeeffff")
-		snap := &kaov1.Snapshot{Name: "dc1-20261126-000000.db", SHA256: strings.Repeat("ab", 32)}
-		for k, v := range restoreExtraVars(er, snap, filepath.Join(stateDir, "restores", "snapshot.db")) {
-			spec.ExtraVars[k] = v
-		}
-	}
-	return encodeRunSpec(t, spec, map[string]string{dir: "$RUN", stateDir: "$STATE", bundleDir: "$BUNDLE"})
+	return &goldenRun{spec: spec, runDir: dir, stateDir: stateDir, bundle: bundleDir}
+}
+
+// encode writes what reaches Ansible, with the temporary directories
+// replaced by $RUN, $STATE and $BUNDLE.
+func (r *goldenRun) encode(t *testing.T) []byte {
+	return encodeRunSpec(t, r.spec, map[string]string{r.runDir: "$RUN", r.stateDir: "$STATE", r.bundle: "$BUNDLE"})
 }
 
 // readSample reads a CR from config/samples.
@@ -156,7 +189,7 @@ func fixedInputs(kd *kaov1.KarmadaDeployment) *runInputs {
 
 // olderControlPlane makes the sample's control plane run Karmada v1.17.1
 // everywhere, so moving to the spec's v1.18.1 is an upgrade.
-func olderControlPlane(t *testing.T, kd *kaov1.KarmadaDeployment) *upgradePlan {
+func olderControlPlane(t *testing.T, kd *kaov1.KarmadaDeployment) map[string][]string {
 	t.Helper()
 	kd.Status.Version = "v1.17.1"
 	for _, c := range upgradeOrder {
@@ -174,11 +207,11 @@ func olderControlPlane(t *testing.T, kd *kaov1.KarmadaDeployment) *upgradePlan {
 	if err != nil || plan == nil {
 		t.Fatalf("planning the upgrade: %v, %v", plan, err)
 	}
-	return plan
+	return plan.inventoryGroups()
 }
 
 // deleting marks the sample as being deleted, as an uninstall run sees it.
-func deleting(_ *testing.T, kd *kaov1.KarmadaDeployment) *upgradePlan {
+func deleting(_ *testing.T, kd *kaov1.KarmadaDeployment) map[string][]string {
 	now := metav1.Now()
 	kd.DeletionTimestamp = &now
 	return nil
