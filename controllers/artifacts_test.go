@@ -17,24 +17,8 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/reason"
+	"github.com/kao-io/kao/internal/testenv"
 )
-
-// writeBundle lays out a bundle with the given component/version bin directories.
-func writeBundle(t *testing.T, manifest string, dirs ...string) string {
-	t.Helper()
-	root := t.TempDir()
-	if manifest != "" {
-		if err := os.WriteFile(filepath.Join(root, "manifest.json"), []byte(manifest), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range dirs {
-		if err := os.MkdirAll(filepath.Join(root, d, "bin"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
 
 func TestResolveArtifacts(t *testing.T) {
 	const manifest = `{"karmada":"v1.18.1","kubernetes":"v1.35.4","etcd":"v3.6.6"}`
@@ -53,12 +37,12 @@ func TestResolveArtifacts(t *testing.T) {
 	}{
 		{
 			name:           "the operator's default bundle has every version",
-			bundle:         func(t *testing.T) string { return writeBundle(t, manifest, full...) },
+			bundle:         func(t *testing.T) string { return testenv.WriteBundle(t, manifest, full...) },
 			wantKubernetes: "v1.35.4",
 		},
 		{
 			name:   "spec.artifacts.localPath points at a bundle without the asked Karmada version",
-			bundle: func(t *testing.T) string { return writeBundle(t, manifest, full...) },
+			bundle: func(t *testing.T) string { return testenv.WriteBundle(t, manifest, full...) },
 			mutate: func(kd *kaov1.KarmadaDeployment, b string) {
 				kd.Spec.Artifacts.LocalPath = b
 				kd.Spec.Version = "v1.19.0"
@@ -67,18 +51,18 @@ func TestResolveArtifacts(t *testing.T) {
 		},
 		{
 			name:    "a bundle without manifest.json",
-			bundle:  func(t *testing.T) string { return writeBundle(t, "", full...) },
+			bundle:  func(t *testing.T) string { return testenv.WriteBundle(t, "", full...) },
 			wantErr: "has no readable manifest.json: build one with `make artifacts`",
 		},
 		{
 			name:    "a bundle without the managed etcd version",
-			bundle:  func(t *testing.T) string { return writeBundle(t, manifest, full[:2]...) },
+			bundle:  func(t *testing.T) string { return testenv.WriteBundle(t, manifest, full[:2]...) },
 			wantErr: "has no etcd v3.6.6",
 		},
 		{
 			name: "a manifest naming a version that is not vX.Y.Z",
 			bundle: func(t *testing.T) string {
-				return writeBundle(t, `{"karmada":"v1.18.1","kubernetes":"../v1","etcd":"v3.6.6"}`, full...)
+				return testenv.WriteBundle(t, `{"karmada":"v1.18.1","kubernetes":"../v1","etcd":"v3.6.6"}`, full...)
 			},
 			wantErr: `names Kubernetes version "../v1" in manifest.json, not vX.Y.Z`,
 		},
@@ -91,7 +75,7 @@ func TestResolveArtifacts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bundle := tt.bundle(t)
-			g := &gatherer{Options: Options{ArtifactsDir: bundle, Policy: testPolicy}}
+			g := &gatherer{Options: Options{ArtifactsDir: bundle, Policy: Policy{ArtifactPaths: []string{os.TempDir()}}}}
 			kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
 				Mode: kaov1.BinaryMode, Version: "v1.18.1", Etcd: kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
 			}}

@@ -379,7 +379,7 @@ func restoreDeployment(t *testing.T, ns, name, bundleDir string, busy bool) *kao
 	if err := k8s.Create(ctx, kd); err != nil {
 		t.Fatal(err)
 	}
-	key, knownHosts := testSSHMaterial(t, "192.0.2.10")
+	key, knownHosts := testenv.SSHMaterial(t, "192.0.2.10")
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: name + "-ssh", Namespace: ns}, Data: map[string][]byte{
 			"id": key, "known_hosts": knownHosts}},

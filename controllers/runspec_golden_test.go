@@ -18,6 +18,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/runner"
+	"github.com/kao-io/kao/internal/testenv"
 )
 
 // updateGolden rewrites testdata/runspec/*.golden.json from the current
@@ -126,7 +127,7 @@ type goldenRun struct {
 // bundle and fixed settings.
 func assembleForGolden(t *testing.T, kd *kaov1.KarmadaDeployment, in *runInputs, playbook string) *goldenRun {
 	t.Helper()
-	bundleDir := writeBundle(t, `{"karmada":"v1.18.1","kubernetes":"v1.35.4","etcd":"v3.6.6"}`,
+	bundleDir := testenv.WriteBundle(t, `{"karmada":"v1.18.1","kubernetes":"v1.35.4","etcd":"v3.6.6"}`,
 		"karmada/v1.18.1", "kubernetes/v1.35.4", "etcd/v3.6.6")
 	if err := os.WriteFile(filepath.Join(bundleDir, "karmada", "v1.18.1", "crds.tar.gz"), []byte("crds"), 0o600); err != nil {
 		t.Fatal(err)

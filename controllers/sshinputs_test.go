@@ -12,38 +12,12 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/reason"
+	"github.com/kao-io/kao/internal/testenv"
 )
-
-// testSSHMaterial returns a real OpenSSH private key and a known_hosts line
-// pinning a fresh host key for each address (port 22).
-func testSSHMaterial(t *testing.T, addresses ...string) (key, knownHosts []byte) {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostPub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := ssh.NewPublicKey(hostPub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, a := range addresses {
-		lines = append(lines, knownhosts.Line([]string{a}, pub))
-	}
-	return pem.EncodeToMemory(block), []byte(strings.Join(lines, "\n") + "\n")
-}
 
 func TestCheckSSHKey(t *testing.T) {
 	ref := kaov1.SecretKeyReference{Name: "dc-ssh", Key: "id"}
-	good, _ := testSSHMaterial(t)
+	good, _ := testenv.SSHMaterial(t)
 	if err := checkSSHKey(good, "ns", ref); err != nil {
 		t.Fatalf("a plain OpenSSH key was refused: %v", err)
 	}
@@ -79,17 +53,17 @@ func TestCheckSSHKey(t *testing.T) {
 func TestCheckKnownHosts(t *testing.T) {
 	ref := kaov1.SecretKeyReference{Name: "dc-ssh", Key: "known_hosts"}
 	hosts := []kaov1.Host{{Name: "node1", Address: "10.0.0.1"}, {Name: "node2", Address: "10.0.0.2", Port: 2222}}
-	_, pinned := testSSHMaterial(t, "10.0.0.1", "[10.0.0.2]:2222")
+	_, pinned := testenv.SSHMaterial(t, "10.0.0.1", "[10.0.0.2]:2222")
 	if err := checkKnownHosts(pinned, hosts, "ns", ref, t.TempDir()); err != nil {
 		t.Fatalf("known_hosts pinning both hosts was refused: %v", err)
 	}
 	// Hashed entries, as ssh-keyscan -H writes them, count too.
-	_, hashed := testSSHMaterial(t, knownhosts.HashHostname("10.0.0.1"), knownhosts.HashHostname("[10.0.0.2]:2222"))
+	_, hashed := testenv.SSHMaterial(t, knownhosts.HashHostname("10.0.0.1"), knownhosts.HashHostname("[10.0.0.2]:2222"))
 	if err := checkKnownHosts(hashed, hosts, "ns", ref, t.TempDir()); err != nil {
 		t.Fatalf("hashed known_hosts was refused: %v", err)
 	}
 	// node2 pinned on the wrong port is not pinned.
-	_, partial := testSSHMaterial(t, "10.0.0.1", "10.0.0.2")
+	_, partial := testenv.SSHMaterial(t, "10.0.0.1", "10.0.0.2")
 	err := checkKnownHosts(partial, hosts, "ns", ref, t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "node2") || strings.Contains(err.Error(), "node1 ") {
 		t.Errorf("want node2 (port 2222) named as unpinned, got %v", err)
@@ -103,11 +77,11 @@ func TestCheckKnownHosts(t *testing.T) {
 func TestCheckKnownHostsByName(t *testing.T) {
 	ref := kaov1.SecretKeyReference{Name: "dc-ssh", Key: "known_hosts"}
 	hosts := []kaov1.Host{{Name: "node3", Address: "node3.dc1.example"}}
-	_, pinned := testSSHMaterial(t, "node3.dc1.example")
+	_, pinned := testenv.SSHMaterial(t, "node3.dc1.example")
 	if err := checkKnownHosts(pinned, hosts, "ns", ref, t.TempDir()); err != nil {
 		t.Fatalf("known_hosts pinning the host's name was refused: %v", err)
 	}
-	_, other := testSSHMaterial(t, "node4.dc1.example")
+	_, other := testenv.SSHMaterial(t, "node4.dc1.example")
 	if err := checkKnownHosts(other, hosts, "ns", ref, t.TempDir()); err == nil || !strings.Contains(err.Error(), "node3") {
 		t.Errorf("want node3 named as unpinned, got %v", err)
 	}
