@@ -1,5 +1,5 @@
 // Command manager runs the kao operator: the KarmadaDeployment, EtcdBackup and
-// EtcdRestore controllers.
+// EtcdRestore controller.
 package main
 
 import (
@@ -23,7 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/controllers"
+	"github.com/kao-io/kao/internal/controller"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
 )
 
@@ -45,7 +45,7 @@ type options struct {
 	userRolesDir            string
 	configMapUserRoles      bool
 	maxSnapshotSize         string
-	// The tenancy policy (controllers.Policy).
+	// The tenancy policy (controller.Policy).
 	allowedArtifactPaths      string
 	allowedArtifactURLs       string
 	allowedInClusterNS        string
@@ -132,7 +132,7 @@ func run(opts options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
-	err = controllers.SetupAll(mgr, controllers.Options{
+	err = controller.SetupAll(mgr, controller.Options{
 		StateDir:                opts.stateDir,
 		PlaybookDir:             opts.playbookDir,
 		RolesPath:               filepath.SplitList(opts.rolesPath),
@@ -161,8 +161,8 @@ func run(opts options) error {
 }
 
 // tenancyPolicy reads the flags of what tenants may ask for.
-func tenancyPolicy(opts options) (controllers.Policy, error) {
-	p := controllers.Policy{
+func tenancyPolicy(opts options) (controller.Policy, error) {
+	p := controller.Policy{
 		ArtifactPaths:        splitList(opts.allowedArtifactPaths),
 		ArtifactURLs:         splitList(opts.allowedArtifactURLs),
 		InClusterNamespaces:  splitList(opts.allowedInClusterNS),

@@ -37,7 +37,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/controllers"
+	"github.com/kao-io/kao/internal/controller"
 	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
@@ -117,7 +117,7 @@ func run(keep bool, timeout time.Duration) error {
 	}
 	stateDir := filepath.Join(out, "state")
 	_ = os.RemoveAll(stateDir)
-	err = controllers.SetupAll(mgr, controllers.Options{
+	err = controller.SetupAll(mgr, controller.Options{
 		StateDir:                stateDir,
 		PlaybookDir:             filepath.Join(root, "playbooks"),
 		RolesPath:               []string{filepath.Join(root, "roles")},

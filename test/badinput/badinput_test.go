@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/controllers"
+	"github.com/kao-io/kao/internal/controller"
 	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/testenv"
 )
@@ -124,7 +124,7 @@ func TestBadInputCorpus(t *testing.T) {
 	// (config/rbac-namespaced, the ClusterRole's rules in one namespace):
 	// every case doubles as a check that those rules are enough.
 	testenv.StartManagerAs(t, operatorUser(t, h.ns), scheme, []string{h.ns}, func(mgr ctrl.Manager) error {
-		return controllers.SetupAll(mgr, controllers.Options{
+		return controller.SetupAll(mgr, controller.Options{
 			StateDir:                h.stateDir,
 			PlaybookDir:             filepath.Join(root, "playbooks"),
 			RolesPath:               []string{filepath.Join(root, "roles")},
@@ -136,7 +136,7 @@ func TestBadInputCorpus(t *testing.T) {
 			// URL prefix (nothing answers there), control planes in the
 			// operator's own cluster only in karmada-* namespaces, no
 			// HostPath, no tolerations, no other bundle directory.
-			Policy: controllers.Policy{
+			Policy: controller.Policy{
 				ArtifactURLs:        []string{"https://127.0.0.1:9/kao"},
 				InClusterNamespaces: []string{"karmada-*"},
 			},

@@ -211,7 +211,7 @@ func diskSpaceRole(ns string) *corev1.ConfigMap {
 // runs the test pauses the deployment, as an SRE holds kao's runs: the run
 // in progress finishes, no other starts, and the deletion that ends
 // TestBinaryInstall still uninstalls. A rotation asked for while a run is in
-// progress is covered by the controllers' tests (renewal_test.go).
+// progress is covered by the KarmadaDeployment controller's tests (renewal_test.go).
 func renewAndRotate(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, agent *pullAgent) {
 	ctx := context.Background()
 	ns := kd.Namespace

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/controllers"
+	"github.com/kao-io/kao/internal/controller"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
 	"github.com/kao-io/kao/internal/testenv"
 )
@@ -91,7 +91,7 @@ func startOperatorAs(t testing.TB, cfg *rest.Config, ns string) string {
 	stateDir := testenv.StateDir(t)
 	root := testenv.RepoRoot()
 	testenv.StartManagerAs(t, cfg, scheme, []string{ns}, func(mgr ctrl.Manager) error {
-		return controllers.SetupAll(mgr, controllers.Options{
+		return controller.SetupAll(mgr, controller.Options{
 			StateDir:                stateDir,
 			PlaybookDir:             filepath.Join(root, "playbooks"),
 			RolesPath:               []string{filepath.Join(root, "roles")},
@@ -102,7 +102,7 @@ func startOperatorAs(t testing.TB, cfg *rest.Config, ns string) string {
 			ConfigMapUserRoles:      true,
 			// The tests' host clusters are their own: inCluster control
 			// planes may go into any of their namespaces.
-			Policy: controllers.Policy{InClusterNamespaces: []string{"*"}},
+			Policy: controller.Policy{InClusterNamespaces: []string{"*"}},
 		})
 	})
 	return stateDir

@@ -209,7 +209,7 @@ func backupAndRestore(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployme
 }
 
 // routingTasks are the install's tasks that apply the EndpointSlices whose
-// readiness the operator's probes also write (controllers/routing.go).
+// readiness the operator's probes also write (internal/controller/karmadadeployment/routing.go).
 var routingTasks = []string{
 	"karmada_resources : Karmada resources | Apply the namespaces, the Cluster API's Service, endpoints and APIService, and RBAC",
 	"karmada_resources : Karmada resources | Apply karmada-webhook's Service, endpoints and admission webhook configurations",

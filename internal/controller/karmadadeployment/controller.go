@@ -1,0 +1,462 @@
+package karmadadeployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/pipeline"
+	"github.com/kao-io/kao/internal/controller/reason"
+	"github.com/kao-io/kao/internal/controller/status"
+	"github.com/kao-io/kao/internal/probe"
+	"github.com/kao-io/kao/internal/runner"
+)
+
+// Reconciler turns KarmadaDeployments into Ansible runs and
+// writes what happened back into their status.
+//
+// One run per deployment at a time. A spec change during a run waits for that
+// run to end and then runs at once: cancelling Ansible midway can leave a host
+// half-configured (a binary replaced, its service not yet restarted), while
+// every kao playbook converges when run again. Deletion is the exception: it
+// cancels an install in progress and runs the uninstall playbook.
+type Reconciler struct {
+	// Client reads through the cache and writes.
+	Client client.Client
+	// APIReader reads without the cache: Secrets (kao may not list them) and
+	// the latest status before a write.
+	APIReader client.Reader
+	// Recorder emits Events.
+	Recorder events.EventRecorder
+	// Run runs playbooks; runner.Run when nil.
+	Run pipeline.PlaybookRunner
+	// EtcdProber asks etcd members for their health; probe.Etcd when nil.
+	EtcdProber probe.EtcdProber
+	// ReadyzProber asks API servers for /readyz; probe.Readyz when nil.
+	ReadyzProber probe.ReadyzProber
+	// KarmadaProber checks karmada-webhook, leader leases and APIServices; probe.Karmada when nil.
+	KarmadaProber probe.KarmadaProber
+	// VersionProber asks API servers for /version; probe.APIVersions when nil.
+	VersionProber probe.VersionProber
+	// Clock tells the time; a fake in tests moves backoff along.
+	Clock clock.PassiveClock
+	// InClusterConfig reaches the operator's own cluster: the host cluster of
+	// Containerized deployments with spec.hostCluster.inCluster.
+	InClusterConfig *rest.Config
+	// Options are the operator's settings: directories, limits, intervals.
+	pipeline.Options
+
+	runs *pipeline.Tracker
+}
+
+// +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments/status;karmadadeployments/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler and its run tracker.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	var err error
+	if r.runs, err = pipeline.StartRuns(mgr, &r.Run, &r.Clock, &r.RunTimeout, r.Sweep); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&kaov1.KarmadaDeployment{}, builder.WithPredicates(pipeline.SpecOrLifecycleChanged())).
+		WatchesRawSource(source.Channel(r.runs.Finished, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// Reconcile moves a KarmadaDeployment towards its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	kd := &kaov1.KarmadaDeployment{}
+	if err := r.Client.Get(ctx, req.NamespacedName, kd); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.runs.ObjectGone(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("KarmadaDeployment", klog.KObj(kd)))
+
+	if kd.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(kd, kaov1.FinalizerName) {
+		return ctrl.Result{}, r.Client.Update(ctx, kd)
+	}
+
+	s := &scope{kd: kd, patcher: status.NewPatcher(r.Client, kd, deploymentStatus, true)}
+	defer func() {
+		if err := r.patchStatus(ctx, s); err != nil {
+			reterr = errors.Join(reterr, err)
+		}
+	}()
+	pipeline.SetUnknownIfMissing(&kd.Status.Conditions, kd.Generation, kaov1.WaitingForRunReason,
+		"kao has not finished a run for this deployment yet", deploymentConditions...)
+	setPausedCondition(kd)
+
+	if !kd.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if kd.Spec.Paused {
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// scope is one reconcile's view of a deployment: the object being changed,
+// and its patcher, which writes the status changes once at the end (with the
+// optimistic lock: a finished run's record is never overwritten).
+type scope struct {
+	kd      *kaov1.KarmadaDeployment
+	patcher *status.Patcher[*kaov1.KarmadaDeployment]
+	// upgrade is what the run starting now moves, when it is an upgrade.
+	upgrade *upgradePlan
+}
+
+// inputs reads what this reconciler's runs need.
+func (r *Reconciler) inputs() *pipeline.Gatherer {
+	return &pipeline.Gatherer{Client: r.Client, APIReader: r.APIReader, InClusterConfig: r.InClusterConfig, Options: r.Options}
+}
+
+// patchStatus writes the status changes of this reconcile, if any.
+func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
+	kd := s.kd
+	kd.Status.Phase = phaseFor(kd, r.runs.Get(kd) != nil || kd.Status.Progress != nil)
+	if last := kd.Status.LastRun; last != nil && last.Result == kaov1.RunSucceeded && last.Generation == kd.Generation {
+		kd.Status.ObservedGeneration = kd.Generation
+	}
+	return s.patcher.Patch(ctx)
+}
+
+func deploymentStatus(kd *kaov1.KarmadaDeployment) any { return kd.Status }
+
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	kd := s.kd
+	if r.runs.Get(kd) != nil {
+		// The run's end reconciles again; a spec change waits for it (see the type's doc).
+		return ctrl.Result{}, nil
+	}
+	if r.cacheIsBehind(kd) {
+		return ctrl.Result{RequeueAfter: pipeline.StaleCacheRequeueAfter}, nil
+	}
+	now := r.Clock.Now()
+	if p := kd.Status.Progress; p != nil {
+		r.recordInterruptedRun(ctx, kd, p, now)
+	}
+
+	decision := decideRun(kd, now, r.currentUserRolesDigest(ctx, kd))
+	if !decision.run {
+		if decision.wait > 0 {
+			ctrl.LoggerFrom(ctx).V(1).Info("Waiting before the next run", "reason", decision.reason, "wait", decision.wait)
+			return ctrl.Result{RequeueAfter: decision.wait}, nil
+		}
+		setCertificatesCondition(kd, now)
+		requeue := r.observe(ctx, kd)
+		if decision.recheck > 0 && (requeue == 0 || decision.recheck < requeue) {
+			// Wake up when the first certificate enters its renewal window.
+			requeue = decision.recheck
+		}
+		if len(kd.Spec.Addons.UserRoles) > 0 && (requeue == 0 || userRolesRecheck < requeue) {
+			// Look at the user roles' files again (no watch on ConfigMaps).
+			requeue = userRolesRecheck
+		}
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
+	playbook, plan, err := r.decidePlaybook(ctx, kd)
+	if err != nil {
+		return r.recordNotStarted(ctx, kd, err, now)
+	}
+	s.upgrade = plan
+	if plan == nil {
+		playbook = choosePlaybook(kd, now)
+	}
+	ctrl.LoggerFrom(ctx).Info("Starting a run", "playbook", playbook, "reason", decision.reason)
+	switch decision.trigger {
+	case renewalTrigger:
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "CertificatesRenewing", "Renew",
+			"Renewing certificates: %s; the install run re-issues what is due and restarts what uses it, one host at a time", decision.reason)
+	case userRolesTrigger:
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "UserRolesChanged", "Run",
+			"The files of spec.addons.userRoles changed: running the install with them")
+	}
+	return r.startRun(ctx, s, playbook)
+}
+
+// cacheIsBehind tells whether the cached object predates the status the last
+// run of this process wrote, so an ended run is not mistaken for an
+// interrupted one, nor run twice.
+func (r *Reconciler) cacheIsBehind(kd *kaov1.KarmadaDeployment) bool {
+	id := r.runs.LastEnded(kd)
+	if id == "" {
+		return false
+	}
+	return kd.Status.Progress != nil && kd.Status.Progress.RunID == id ||
+		kd.Status.LastRun == nil || kd.Status.LastRun.ID < id
+}
+
+// recordInterruptedRun closes a run that a previous operator process started
+// and never finished: it is recorded as cancelled and runs again at once.
+func (r *Reconciler) recordInterruptedRun(ctx context.Context, kd *kaov1.KarmadaDeployment, p *kaov1.RunProgress, now time.Time) {
+	msg := fmt.Sprintf("the operator stopped during run %s of %s (%d/%d tasks); kao runs it again",
+		p.RunID, p.Playbook, p.TasksDone, p.TasksTotal)
+	ctrl.LoggerFrom(ctx).Info("Recording an interrupted run", "run", p.RunID)
+	kd.Status.LastRun = &kaov1.RunStatus{
+		ID: p.RunID, Playbook: p.Playbook, Generation: kd.Generation, Result: kaov1.RunCancelled,
+		Message: msg, StartTime: p.StartTime, EndTime: *pipeline.TimePtr(now),
+	}
+	kd.Status.Progress = nil
+	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, kaov1.RunInterruptedReason, msg)
+	r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "PlaybookInterrupted", "Run", msg)
+}
+
+// preparedRun is a run ready to start: its spec and what it records when it
+// succeeds.
+type preparedRun struct {
+	spec   runner.Spec
+	extras runExtras
+}
+
+// prepareRun reads and checks everything the run needs, in an order that
+// matters: the host cluster first (an install needs karmada-apiserver's
+// address before it can issue the certificate that names it), the user
+// roles before the certificates (a role that cannot be used changes
+// nothing), then the certificates, the inventory, the bundle and the spec.
+func (r *Reconciler) prepareRun(ctx context.Context, s *scope, playbook, runID, dir string, now time.Time) (*preparedRun, error) {
+	kd := s.kd
+	in, err := r.inputs().GatherInputs(ctx, kd)
+	if err != nil {
+		return nil, err
+	}
+	if kd.Spec.Mode == kaov1.ContainerizedMode {
+		if in.Host, err = r.inputs().HostCluster(ctx, kd); err != nil {
+			return nil, err
+		}
+		if playbook == pipeline.InstallPlaybook || playbook == pipeline.UpgradePlaybook {
+			endpoint, err := exposeAPIServer(ctx, kd, in.Host)
+			if err != nil {
+				return nil, err
+			}
+			kd.Status.Endpoint = endpoint
+			if err := claimEtcdVolumes(ctx, kd, in.Host); err != nil {
+				return nil, err
+			}
+		}
+	}
+	in.UpgradeGroups = s.upgrade.inventoryGroups()
+	var roles []userRole
+	if playbook == pipeline.InstallPlaybook {
+		if roles, err = r.loadUserRoles(ctx, kd); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case playbook == pipeline.InstallPlaybook || playbook == pipeline.MembersPlaybook || playbook == pipeline.UpgradePlaybook:
+		// A members run needs the certificates of new Pull members' agents;
+		// choosePlaybook runs install.yml whenever another one is due.
+		in.PKI, err = r.ensurePKI(ctx, kd, now)
+	case kd.Status.Certificates != nil:
+		in.PKI, err = r.inputs().ReadPKI(ctx, kd) // uninstall needs no new certificates
+	}
+	if err != nil {
+		return nil, err
+	}
+	in.PKI = pipeline.WithExternalEtcd(in.PKI, in.ExternalEtcd)
+	p := &preparedRun{}
+	if p.spec, err = r.inputs().AssembleRun(ctx, kd, in, pipeline.RunParams{ID: runID, Dir: dir, Playbook: playbook}); err != nil {
+		return nil, err
+	}
+	if len(roles) > 0 {
+		if p.extras.userRolesDigest, err = withUserRoles(&p.spec, roles, filepath.Join(r.PlaybookDir, playbook)); err != nil {
+			return nil, err
+		}
+	}
+	if playbook == pipeline.InstallPlaybook || playbook == pipeline.MembersPlaybook {
+		p.extras.agents = agentsDelivered(kd, in.PKI)
+	}
+	return p, nil
+}
+
+// startRun prepares the run, records it in status and starts it. Bad input
+// (a missing Secret, a host the inventory rejects) is recorded as a failed
+// attempt with a condition and an Event, and retried with backoff.
+func (r *Reconciler) startRun(ctx context.Context, s *scope, playbook string) (ctrl.Result, error) {
+	kd := s.kd
+	now := r.Clock.Now()
+	runID := pipeline.NewRunID(now)
+	dir := filepath.Join(pipeline.RunsDir(r.StateDir, kd.UID), runID)
+	p, err := r.prepareRun(ctx, s, playbook, runID, dir, now)
+	if err != nil {
+		return r.recordNotStarted(ctx, kd, err, now)
+	}
+	spec, extras := p.spec, p.extras
+	// A generated playbook is written when the run starts: estimate with
+	// kao's own until then.
+	total, _ := runner.EstimateResults(filepath.Join(r.PlaybookDir, playbook), spec.RolesPath, spec.Groups)
+	kd.Status.Progress = pipeline.ProgressStatus(runID, playbook, now, runner.Progress{TasksTotal: total}, now)
+	setRunningCondition(kd, runID, playbook)
+	if s.upgrade != nil {
+		kd.Status.Upgrade = s.upgrade.status(runID, kd.Generation, now)
+	}
+	// The run's own status writes start only after this one landed.
+	if err := r.patchStatus(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	run := &pipeline.ActiveRun{ID: runID, Playbook: playbook, Generation: kd.Generation}
+	snapshot := kd.DeepCopy()
+	if err := r.runs.Begin(kd, run, func(runCtx context.Context) {
+		r.executeRun(runCtx, snapshot, spec, now, extras)
+	}); err != nil {
+		return ctrl.Result{RequeueAfter: pipeline.StaleCacheRequeueAfter}, nil
+	}
+	r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookStarted", "Run",
+		"Started run %s of %s for generation %d", runID, playbook, kd.Generation)
+	return ctrl.Result{}, nil
+}
+
+// runExtras is what an install run records in status when it succeeds.
+type runExtras struct {
+	// userRolesDigest is the digest of the user roles the run ran.
+	userRolesDigest string
+	// agents are the Pull members the run delivered a karmada-agent
+	// certificate to, with that certificate's expiry.
+	agents map[string]metav1.Time
+}
+
+// recordNotStarted records why a run could not start, from its
+// *reason.Error. A Wait (a karmada-apiserver Service still waiting for its
+// address) is no failure: the condition is Unknown, an Event tells once, and
+// kao looks again soon. Anything else the user can fix (a missing Secret, a
+// host the inventory rejects, a user role that cannot be used, an
+// unreachable host cluster, a downgrade) is a failed attempt with a condition
+// and a Warning Event, retried with backoff. Other errors go back to
+// controller-runtime.
+func (r *Reconciler) recordNotStarted(ctx context.Context, kd *kaov1.KarmadaDeployment, err error, now time.Time) (ctrl.Result, error) {
+	e, ok := reason.From(err)
+	if !ok {
+		return ctrl.Result{}, err
+	}
+	if e.Kind == reason.Wait {
+		if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Message != e.Message {
+			r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, e.Reason, "Run", "%s", e.Message)
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("Waiting before the run", "reason", e.Reason, "message", e.Message)
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, e.Reason, e.Message)
+		return ctrl.Result{RequeueAfter: e.After}, nil
+	}
+	kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
+	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, e.Reason, e.Message)
+	r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, e.Reason, "Run", "%s", e.Message)
+	return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}, nil
+}
+
+// executeRun runs the playbook, keeps status.progress current at most every
+// progressInterval, then records the result, its log and an Event.
+func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment, spec runner.Spec, start time.Time, extras runExtras) {
+	log := ctrl.Log.WithName("run").WithValues("KarmadaDeployment", klog.KObj(kd), "run", spec.ID)
+	playbook := filepath.Base(spec.Playbook)
+
+	status := r.statusWriter()
+	run, backupFailed := r.Run, false
+	if playbook == pipeline.UpgradePlaybook {
+		run = r.withUpgradeBackup(kd, r.Run, &backupFailed)
+	}
+	res := pipeline.RunWithProgress(ctx, run, r.Clock, spec, start, status.ReportProgress(ctx, kd, spec, start, r.Clock, log))
+	log.Info("Run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
+
+	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
+	finalCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logName := r.Logs(r.Client, r.APIReader).KeepRunLog(finalCtx, log, kd, spec.ID, res.Log)
+	// A successful run may have renewed or rotated the admin certificate:
+	// the exported kubeconfig follows at once, not at the next probe (a
+	// paused deployment is not probed).
+	var kubeconfigRef *kaov1.SecretKeyReference
+	if res.Outcome == runner.Succeeded && playbook != pipeline.UninstallPlaybook {
+		exported := kd.DeepCopy()
+		bundle, err := r.inputs().ReadPKI(finalCtx, exported)
+		if err == nil {
+			err = r.exportKubeconfig(finalCtx, exported, bundle)
+		}
+		if err != nil {
+			log.Error(err, "Exporting the admin kubeconfig")
+		}
+		kubeconfigRef = exported.Status.KubeconfigSecretRef
+	}
+	// The claims etcd's StatefulSet made in this run get the namespace that
+	// may take them over recorded (claimEtcdVolumes checks it before runs).
+	if res.Outcome == runner.Succeeded && kd.Spec.Mode == kaov1.ContainerizedMode && playbook != pipeline.UninstallPlaybook {
+		hc, err := r.inputs().HostCluster(finalCtx, kd)
+		if err == nil {
+			err = recordEtcdClaimsNamespace(finalCtx, kd, hc)
+		}
+		if err != nil {
+			log.Error(err, "Recording the namespace of the etcd claims")
+		}
+	}
+	now := r.Clock.Now()
+	err := status.Update(finalCtx, kd, func(cur *kaov1.KarmadaDeployment) {
+		cur.Status.Progress = nil
+		cur.Status.LastRun = pipeline.RunStatus(res, kd.Generation, logName)
+		setRunResultCondition(cur, res)
+		recordMemberFailures(cur, res)
+		r.recordRunVersions(cur, kd, res, backupFailed)
+		switch res.Outcome {
+		case runner.Succeeded:
+			cur.Status.Retry = nil
+			if playbook == pipeline.InstallPlaybook || playbook == pipeline.UpgradePlaybook {
+				cur.Status.Version = kd.Spec.Version
+				cur.Status.UserRolesDigest = extras.userRolesDigest
+			}
+			recordAgentsDelivered(cur, extras.agents)
+			recordApplied(&cur.Status, &kd.Spec, playbook)
+			if kubeconfigRef != nil {
+				cur.Status.KubeconfigSecretRef = kubeconfigRef
+			}
+			if cur.Generation == kd.Generation {
+				cur.Status.ObservedGeneration = kd.Generation
+			}
+		case runner.Failed:
+			cur.Status.Retry = nextRetry(cur.Status.Retry, kd.Generation, now)
+		}
+		cur.Status.Phase = phaseFor(cur, false)
+	})
+	if err != nil {
+		log.Error(err, "Recording the run's result")
+	}
+	switch res.Outcome {
+	case runner.Succeeded:
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookSucceeded", "Run", "Run %s of %s succeeded", spec.ID, playbook)
+	case runner.Cancelled:
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookCancelled", "Run", "Run %s of %s was cancelled", spec.ID, playbook)
+	default:
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "PlaybookFailed", "Run", "Run %s of %s failed: %s", spec.ID, playbook, res.Message)
+	}
+	r.runs.End(kd)
+}
+
+// statusWriter writes deployments' status.
+func (r *Reconciler) statusWriter() pipeline.StatusWriter[*kaov1.KarmadaDeployment] {
+	return pipeline.StatusWriter[*kaov1.KarmadaDeployment]{
+		Client: r.Client, Reader: r.APIReader,
+		NewObject: func() *kaov1.KarmadaDeployment { return &kaov1.KarmadaDeployment{} },
+		Progress:  func(kd *kaov1.KarmadaDeployment) **kaov1.RunProgress { return &kd.Status.Progress },
+	}
+}

@@ -1,0 +1,217 @@
+package karmadadeployment
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/pipeline"
+)
+
+// runTrigger is what asked for a run of an installed deployment whose spec
+// has not changed, for Events.
+type runTrigger int
+
+// The zero runTrigger means the run follows from spec and status alone.
+const (
+	// renewalTrigger: a certificate entered its renewal window.
+	renewalTrigger runTrigger = iota + 1
+
+	// rotationTrigger: kaov1.RotateCertificatesAnnotation has a new value.
+	rotationTrigger
+
+	// userRolesTrigger: the files of spec.addons.userRoles changed.
+	userRolesTrigger
+)
+
+// runDecision says whether a deployment without a run in progress needs one.
+type runDecision struct {
+	// run starts a run now.
+	run bool
+	// wait is how long until a failed run may be retried; zero when run is set
+	// or nothing is due.
+	wait time.Duration
+	// recheck is how long until a certificate renewal is due, when nothing
+	// else is; zero when none is scheduled.
+	recheck time.Duration
+	// trigger says what asked for a run of an unchanged spec.
+	trigger runTrigger
+	// reason says why, for logs.
+	reason string
+}
+
+// decideRun decides from spec and status whether to run the install playbook.
+// Nothing runs while kaov1.RestoreInProgressAnnotation is set (the deployment is
+// still probed). A new generation runs at once whatever happened before; a
+// failed run of the current generation is retried after an exponential
+// backoff kept in status, so it survives operator restarts; an interrupted
+// run is repeated at once. After a successful run, the deployment runs again
+// for a new value of kaov1.RotateCertificatesAnnotation, when a certificate enters
+// its renewal window (status.certificateRenewal.nextRenewalTime), and when
+// userRolesDigest, the digest of spec.addons.userRoles' files now, differs
+// from the one the last successful run recorded.
+func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest string) runDecision {
+	if holder := kd.Annotations[kaov1.RestoreInProgressAnnotation]; holder != "" {
+		// No run while an EtcdRestore stops and replaces etcd; its end wakes the deployment.
+		return runDecision{reason: fmt.Sprintf("EtcdRestore %s is restoring etcd (annotation %s)", holder, kaov1.RestoreInProgressAnnotation)}
+	}
+	last := kd.Status.LastRun
+	if last != nil && last.Generation == kd.Generation && last.Result == kaov1.RunSucceeded {
+		// A run these asked for that could not start (a Secret gone, a user
+		// role's ConfigMap missing) backs off like a failed run, and is tried
+		// again until one succeeds.
+		if retry := kd.Status.Retry; retry != nil && retry.Generation == kd.Generation && retry.NextRetryTime != nil {
+			if wait := retry.NextRetryTime.Sub(now); wait > 0 {
+				return runDecision{wait: wait, reason: fmt.Sprintf("backing off after %d failed attempts", retry.Failures)}
+			}
+			return runDecision{run: true, reason: fmt.Sprintf("retrying after %d failed attempts", retry.Failures)}
+		}
+		if req := pendingRotation(kd); req != "" {
+			return runDecision{run: true, trigger: rotationTrigger,
+				reason: fmt.Sprintf("annotation %s asks for a certificate rotation (%q)", kaov1.RotateCertificatesAnnotation, req)}
+		}
+		due, at := renewalDue(kd, now)
+		if due {
+			return runDecision{run: true, trigger: renewalTrigger,
+				reason: fmt.Sprintf("%s entered its renewal window at %s", firstDue(kd), at.UTC().Format(time.RFC3339))}
+		}
+		if len(kd.Spec.Addons.UserRoles) > 0 && userRolesDigest != kd.Status.UserRolesDigest {
+			return runDecision{run: true, trigger: userRolesTrigger, reason: "the files of spec.addons.userRoles changed"}
+		}
+		d := runDecision{reason: "the last run of this generation succeeded"}
+		if !at.IsZero() {
+			d.recheck = renewalWait(at, now)
+		}
+		return d
+	}
+	if retry := kd.Status.Retry; retry != nil && retry.Generation == kd.Generation && retry.NextRetryTime != nil {
+		if wait := retry.NextRetryTime.Sub(now); wait > 0 {
+			return runDecision{wait: wait, reason: fmt.Sprintf("backing off after %d failed attempts", retry.Failures)}
+		}
+		return runDecision{run: true, reason: fmt.Sprintf("retrying after %d failed attempts", retry.Failures)}
+	}
+	switch {
+	case last == nil:
+		return runDecision{run: true, reason: "nothing has run yet"}
+	case last.Generation != kd.Generation:
+		return runDecision{run: true, reason: fmt.Sprintf("spec changed (generation %d, last run applied %d)", kd.Generation, last.Generation)}
+	}
+	return runDecision{run: true, reason: "the last run did not finish"}
+}
+
+// choosePlaybook picks the playbook of a run decideRun asked for. When the
+// only change since the last successful runs is in spec.members, it is
+// members.yml: joining a member must not wait for the whole control plane to
+// converge again (tens of seconds even when nothing changes). Everything
+// else, including a new generation that changes nothing (the way to ask for
+// a re-run), any certificate due for renewal and a rotation asked for, runs
+// install.yml, which ends with the members too.
+func choosePlaybook(kd *kaov1.KarmadaDeployment, now time.Time) string {
+	applied := kd.Status.Applied
+	if applied == nil || applied.ControlPlane == "" || applied.ControlPlane != controlPlaneDigest(&kd.Spec) ||
+		applied.Members == membersDigest(&kd.Spec) || certificatesDue(kd, now) || pendingRotation(kd) != "" {
+		return pipeline.InstallPlaybook
+	}
+	return pipeline.MembersPlaybook
+}
+
+// recordApplied notes in status what a successful run of playbook applied
+// from spec.
+func recordApplied(status *kaov1.KarmadaDeploymentStatus, spec *kaov1.KarmadaDeploymentSpec, playbook string) {
+	switch playbook {
+	case pipeline.InstallPlaybook:
+		status.Applied = &kaov1.AppliedSpec{ControlPlane: controlPlaneDigest(spec), Members: membersDigest(spec)}
+	case pipeline.MembersPlaybook:
+		if status.Applied != nil {
+			status.Applied.Members = membersDigest(spec)
+		}
+	}
+}
+
+// controlPlaneDigest is the SHA-256 of the spec without its members.
+func controlPlaneDigest(spec *kaov1.KarmadaDeploymentSpec) string {
+	s := spec.DeepCopy()
+	s.Members = nil
+	return digestOf(s)
+}
+
+// membersDigest is the SHA-256 of spec.members.
+func membersDigest(spec *kaov1.KarmadaDeploymentSpec) string { return digestOf(spec.Members) }
+
+func digestOf(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// The API types always encode; a failure means "unknown", which
+		// matches no recorded digest and so runs the full install.
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// certificatesDue tells whether a certificate in status is inside its
+// renewal window: the next run must be an install, which renews and deploys it.
+func certificatesDue(kd *kaov1.KarmadaDeployment, now time.Time) bool {
+	renewBefore := renewBeforeOf(kd)
+	for _, c := range kd.Status.Certificates {
+		if now.Add(renewBefore).After(c.NotAfter.Time) {
+			return true
+		}
+	}
+	return false
+}
+
+// backoffDelay is the wait after the given number of consecutive failures:
+// retryBase doubled for each failure after the first, at most retryCap.
+func backoffDelay(failures int32) time.Duration {
+	d := retryBase
+	for i := int32(1); i < failures && d < retryCap; i++ {
+		d *= 2
+	}
+	if d > retryCap {
+		d = retryCap
+	}
+	return d
+}
+
+// nextRetry records a failed run of the given generation in the retry status.
+func nextRetry(prev *kaov1.RetryStatus, generation int64, now time.Time) *kaov1.RetryStatus {
+	failures := int32(1)
+	if prev != nil && prev.Generation == generation {
+		failures = prev.Failures + 1
+	}
+	return &kaov1.RetryStatus{
+		Failures:        failures,
+		Generation:      generation,
+		LastFailureTime: pipeline.TimePtr(now),
+		NextRetryTime:   pipeline.TimePtr(now.Add(backoffDelay(failures))),
+	}
+}
+
+// phaseFor summarises a deployment in one word for people.
+func phaseFor(kd *kaov1.KarmadaDeployment, running bool) kaov1.Phase {
+	switch {
+	case !kd.DeletionTimestamp.IsZero():
+		return kaov1.DeletingPhase
+	case kd.Spec.Paused:
+		return kaov1.PausedPhase
+	case running && (kd.Status.Progress != nil && kd.Status.Progress.Playbook == pipeline.UpgradePlaybook ||
+		kd.Status.Version != "" && kd.Status.Version != kd.Spec.Version):
+		return kaov1.UpgradingPhase
+	case running:
+		return kaov1.InstallingPhase
+	}
+	last := kd.Status.LastRun
+	switch {
+	case last == nil:
+		return kaov1.PendingPhase
+	case last.Result != kaov1.RunSucceeded:
+		return kaov1.FailedPhase
+	case conditionIsFalse(kd.Status.Conditions, kaov1.ReadyCondition):
+		return kaov1.DegradedPhase
+	}
+	return kaov1.RunningPhase
+}

@@ -1,0 +1,295 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	bundle "github.com/kao-io/kao/internal/artifacts"
+	"github.com/kao-io/kao/internal/controller/reason"
+	"github.com/kao-io/kao/internal/etcdsnapshot"
+	"github.com/kao-io/kao/internal/probe"
+)
+
+const (
+	// SnapshotTimeout bounds one attempt: streaming the snapshot, etcdutl's
+	// check and the copy to a backup host. An 8 GiB database (etcd's
+	// recommended maximum) moves in minutes inside a data centre.
+	SnapshotTimeout = 60 * time.Minute
+
+	// BackupsDir is where Local snapshots and temporary files live, under the
+	// operator's state directory.
+	BackupsDir = "backups"
+)
+
+// SnapshotTimeFormat is the UTC time in snapshot file names: sortable, and
+// free of the colons scp would read as a host separator.
+const SnapshotTimeFormat = "20060102T150405Z"
+
+// EtcdSource is the etcd cluster a backup snapshots and how to reach it.
+type EtcdSource struct {
+	// members maps member names (host names, or host:port of an external
+	// endpoint) to client URLs.
+	members map[string]string
+	// tls authenticates kao to the members.
+	tls *tls.Config
+	// Version is the etcd version whose etcdutl checks the snapshot ("" for
+	// the bundle's default).
+	Version string
+}
+
+// EtcdSourceOf finds the etcd members of a deployment and the client
+// certificate to reach them: kao's etcd-healthcheck-client for managed etcd,
+// the user's client certificate for spec.etcd.external.
+func (g *Gatherer) EtcdSourceOf(ctx context.Context, kd *kaov1.KarmadaDeployment) (*EtcdSource, error) {
+	if ext := kd.Spec.Etcd.External; ext != nil {
+		e, err := g.ReadExternalEtcd(ctx, kd)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := e.TLSConfig()
+		if err != nil {
+			return nil, reason.Missing("the client certificate in Secret %s/%s is unusable", kd.Namespace, ext.ClientCertSecretName)
+		}
+		return &EtcdSource{members: e.Endpoint, tls: cfg}, nil
+	}
+	b, err := g.ReadPKI(ctx, kd)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ClientTLS(b, "etcd-ca.crt", "etcd-healthcheck-client")
+	if err != nil {
+		return nil, reason.Missing("the PKI Secret %s/%s cannot authenticate kao to etcd: %v", kd.Namespace, PKISecretName(kd), err)
+	}
+	src := &EtcdSource{members: ManagedEtcdMembers(kd), tls: cfg}
+	if m := kd.Spec.Etcd.Managed; m != nil {
+		src.Version = m.Version
+	}
+	return src, nil
+}
+
+// ManagedEtcdMembers maps the members of a managed etcd to their client
+// URLs: the etcd hosts (Binary), or the StatefulSet's pods by their DNS
+// names in the host cluster, which kao's etcd certificates name
+// (Containerized; only resolvable from inside the host cluster).
+func ManagedEtcdMembers(kd *kaov1.KarmadaDeployment) map[string]string {
+	out := map[string]string{}
+	if kd.Spec.Mode == kaov1.ContainerizedMode {
+		for _, pod := range EtcdMemberNames(kd) {
+			out[pod] = EtcdMemberURL(kd, pod)
+		}
+		return out
+	}
+	for _, h := range HostsWithRole(kd, kaov1.EtcdRole) {
+		out[h.Name] = "https://" + net.JoinHostPort(h.Address, strconv.Itoa(EtcdClientPort))
+	}
+	return out
+}
+
+// SnapshotCandidates orders the members a snapshot may come from: healthy
+// followers first, by name (streaming the whole database costs the member
+// disk and network, and every write goes through the leader), then the
+// leader. Without quorum there is none: a member cut off from the majority
+// may miss committed writes.
+func SnapshotCandidates(h probe.EtcdHealth) ([]probe.EtcdMember, error) {
+	if len(h.Members) == 0 {
+		return nil, errors.New("the deployment lists no etcd members")
+	}
+	switch {
+	case h.Healthy == 0:
+		return nil, fmt.Errorf("no etcd member answers (%s): %s", h.Summary(), h.Problems())
+	case !h.HasQuorum():
+		return nil, fmt.Errorf("etcd has no quorum (%s members answer): %s", h.Summary(), h.Problems())
+	case h.Leader == "":
+		// A majority answers but none names a live leader: the leader was
+		// lost and the others are electing a new one, which takes seconds.
+		return nil, fmt.Errorf("etcd has no leader right now (%s members answer; an election is under way "+
+			"if the leader was lost): %s; the next backup will try again", h.Summary(), h.Problems())
+	}
+	out := []probe.EtcdMember{}
+	var leader *probe.EtcdMember
+	for i, m := range h.Members {
+		switch {
+		case !m.Healthy:
+		case m.Leader:
+			leader = &h.Members[i]
+		default:
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if leader != nil {
+		out = append(out, *leader)
+	}
+	return out, nil
+}
+
+// EtcdutlFor finds the etcdutl that checks snapshots: the operator's own,
+// in its --artifacts-dir bundle (etcd/<version>/bin/etcdutl), for the
+// deployment's etcd version when the bundle has it and for the bundle's
+// default etcd otherwise (etcdutl reads the snapshots of every etcd v3).
+//
+// Never from spec.artifacts: a tenant chooses that bundle, and the operator
+// runs only programs an administrator installed (its image, its
+// --artifacts-dir). A tenant's bundle provides files for the tenant's hosts.
+func (g *Gatherer) EtcdutlFor(version string) (string, error) {
+	if g.ArtifactsDir == "" {
+		return "", reason.Missing("the operator has no --artifacts-dir bundle to take etcdutl from, which checks every snapshot: its administrator must set one")
+	}
+	versions := []string{}
+	if bundleVersion.MatchString(version) { // a spec's version; the API checked it, an older CRD may not have
+		versions = append(versions, version)
+	}
+	data, err := os.ReadFile(filepath.Join(g.ArtifactsDir, bundle.ManifestFile))
+	m := bundle.Manifest{}
+	if err == nil && json.Unmarshal(data, &m) == nil && bundleVersion.MatchString(m.Etcd) && m.Etcd != version {
+		versions = append(versions, m.Etcd)
+	}
+	for _, v := range versions {
+		bin := filepath.Join(g.ArtifactsDir, "etcd", v, "bin", "etcdutl")
+		if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return bin, nil
+		}
+	}
+	looked := "its manifest.json names no etcd version"
+	if len(versions) > 0 {
+		looked = "no etcd/" + strings.Join(versions, "/bin/etcdutl nor etcd/") + "/bin/etcdutl"
+	}
+	return "", reason.Missing("etcdutl, which checks every snapshot, is not in the operator's --artifacts-dir %s (%s): its administrator must give it a bundle with etcd (`make artifacts`)",
+		g.ArtifactsDir, looked)
+}
+
+// SnapshotLimits bounds what one snapshot may take of the state volume.
+func (g *Gatherer) SnapshotLimits() etcdsnapshot.Limits {
+	return etcdsnapshot.Limits{MaxBytes: g.MaxSnapshotBytes}
+}
+
+// SSHTarget reads the SSH destination's Secrets.
+func (g *Gatherer) SSHTarget(ctx context.Context, eb *kaov1.EtcdBackup, tmp string) (*etcdsnapshot.SSHTarget, error) {
+	d := eb.Spec.Destination.SSH
+	if d == nil {
+		return nil, reason.Missing("spec.destination.ssh is required when spec.destination.type is SSH")
+	}
+	key, err := g.secretValue(ctx, eb.Namespace, d.PrivateKeySecretRef, "spec.destination.ssh.privateKeySecretRef")
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Contains(key, []byte("PRIVATE KEY-----")) {
+		return nil, reason.Missing("Secret %s/%s key %q named in spec.destination.ssh.privateKeySecretRef holds no PEM or OpenSSH private key",
+			eb.Namespace, d.PrivateKeySecretRef.Name, d.PrivateKeySecretRef.Key)
+	}
+	known, err := g.secretValue(ctx, eb.Namespace, d.KnownHostsSecretRef, "spec.destination.ssh.knownHostsSecretRef")
+	if err != nil {
+		return nil, err
+	}
+	t := &etcdsnapshot.SSHTarget{
+		Address: d.Address, Port: int(d.Port), User: d.User, Directory: d.Directory,
+		PrivateKey: key, KnownHosts: known, TempDir: tmp,
+	}
+	if t.Port == 0 {
+		t.Port = 22
+	}
+	if t.User == "" {
+		t.User = "root"
+	}
+	if err := t.Validate(); err != nil {
+		return nil, reason.Missing("%s", "spec.destination.ssh: "+err.Error())
+	}
+	return t, nil
+}
+
+// StreamSnapshot streams a snapshot into the file partial from the first
+// member that gives a complete one (SnapshotCandidates' order) and checks it
+// with etcdutl.
+func StreamSnapshot(ctx context.Context, prober probe.EtcdProber, src *EtcdSource, etcdutl, partial string, lim etcdsnapshot.Limits) (*etcdsnapshot.Saved, probe.EtcdMember, *etcdsnapshot.Status, error) {
+	log := ctrl.LoggerFrom(ctx)
+	candidates, err := SnapshotCandidates(prober.Etcd(ctx, src.members, src.tls))
+	if err != nil {
+		return nil, probe.EtcdMember{}, nil, err
+	}
+	var saved *etcdsnapshot.Saved
+	var member probe.EtcdMember
+	failures := []string{}
+	for _, m := range candidates {
+		start := time.Now()
+		saved, err = etcdsnapshot.Save(ctx, m.Endpoint, src.tls, partial, lim)
+		if err == nil {
+			member = m
+			log.V(1).Info("Streamed an etcd snapshot", "member", m.Name, "bytes", saved.Size, "took", time.Since(start))
+			break
+		}
+		failures = append(failures, fmt.Sprintf("member %s: %v", m.Name, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if saved == nil {
+		return nil, member, nil, fmt.Errorf("no member gave a complete snapshot: %s", strings.Join(failures, "; "))
+	}
+	status, err := etcdsnapshot.ReadStatus(ctx, etcdutl, partial)
+	if err != nil {
+		return nil, member, nil, fmt.Errorf("checking the snapshot from member %s: %w", member.Name, err)
+	}
+	return saved, member, status, nil
+}
+
+// DescribeSSHError says which Secret or host an SSH failure points at.
+func DescribeSSHError(eb *kaov1.EtcdBackup, err error) error {
+	d := eb.Spec.Destination.SSH
+	switch {
+	case errors.Is(err, etcdsnapshot.ErrHostKey):
+		return reason.Missing("the backup host's key is not the one pinned in Secret %s/%s key %q (spec.destination.ssh.knownHostsSecretRef), so kao refused to connect: %v",
+			eb.Namespace, d.KnownHostsSecretRef.Name, d.KnownHostsSecretRef.Key, err)
+	case errors.Is(err, etcdsnapshot.ErrAuth):
+		return reason.Missing("the backup host refused the key in Secret %s/%s key %q (spec.destination.ssh.privateKeySecretRef): %v",
+			eb.Namespace, d.PrivateKeySecretRef.Name, d.PrivateKeySecretRef.Key, err)
+	}
+	return err
+}
+
+// ChmodTree sets mode on every directory from root down to dir, so a state
+// directory made before kao kept backups private gets private backups.
+func ChmodTree(root, dir string, mode os.FileMode) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := os.Chmod(d, mode); err != nil {
+			return fmt.Errorf("making %s private: %w", d, err)
+		}
+		if d == root || d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// SyncDir makes a rename in dir durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Close() }()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// SnapshotReachable tells whether kao can take a snapshot of the
+// deployment's etcd from where it runs: not the managed etcd of a
+// Containerized control plane on a remote host cluster.
+func SnapshotReachable(kd *kaov1.KarmadaDeployment) bool {
+	return kd.Spec.Mode != kaov1.ContainerizedMode || kd.Spec.Etcd.Managed == nil ||
+		(kd.Spec.HostCluster != nil && kd.Spec.HostCluster.InCluster)
+}

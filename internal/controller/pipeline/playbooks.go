@@ -1,0 +1,26 @@
+package pipeline
+
+// kao's entry playbooks, relative to the playbook directory (--playbook-dir):
+// every playbook the operator runs is named here.
+const (
+	// InstallPlaybook installs or converges a control plane, its members
+	// and addons last (members.yml's plays).
+	InstallPlaybook = "install.yml"
+
+	// MembersPlaybook joins and unjoins members when only spec.members
+	// changed.
+	MembersPlaybook = "members.yml"
+
+	// UpgradePlaybook rolls new versions out on a running control plane:
+	// one component at a time in Karmada's order, one host at a time
+	// (Containerized: one Deployment's rollout at a time), each step
+	// health-gated, then the install converges the rest.
+	UpgradePlaybook = "upgrade.yml"
+
+	// UninstallPlaybook removes a control plane and revokes Karmada's access
+	// in its members.
+	UninstallPlaybook = "uninstall.yml"
+
+	// EtcdRestorePlaybook restores a managed etcd from one snapshot.
+	EtcdRestorePlaybook = "etcd-restore.yml"
+)

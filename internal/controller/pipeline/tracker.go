@@ -1,0 +1,261 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/kao-io/kao/internal/runner"
+)
+
+// ActiveRun is a playbook run in progress for one object (a deployment or
+// an EtcdRestore).
+type ActiveRun struct {
+	ID         string
+	Playbook   string
+	Generation int64
+	// key is the object's namespace and name, to cancel the run when the
+	// object is gone.
+	key    types.NamespacedName
+	Cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// endedRun is the last run this process ended for one object.
+type endedRun struct {
+	key types.NamespacedName
+	id  string
+}
+
+// Tracker holds the runs in progress, at most one per object, and owns
+// their lifetime: it is a manager Runnable, so runs stop with the manager. A
+// run started by a previous operator process is not here; the reconciler
+// finds it as status.progress without an active run.
+//
+// Everything it remembers is keyed by the object's UID, never by its name:
+// an object deleted and created again under the same name is a new object
+// with no run and no history in this process.
+type Tracker struct {
+	mu   sync.Mutex
+	ctx  context.Context
+	runs map[types.UID]*ActiveRun
+	// ended remembers the last run this process ended per object, to tell a
+	// cache that has not seen the run's recorded end from a run another
+	// process left unfinished. forget drops it when the object goes.
+	ended map[types.UID]endedRun
+	wg    sync.WaitGroup
+	// Sweep runs before the tracker accepts runs; nil when there is none.
+	sweep *Sweep
+
+	// Finished receives an object when its run ends, so it is reconciled
+	// again at once.
+	Finished chan event.GenericEvent
+}
+
+func newRunTracker() *Tracker {
+	return &Tracker{
+		runs:     map[types.UID]*ActiveRun{},
+		ended:    map[types.UID]endedRun{},
+		Finished: make(chan event.GenericEvent, 1024),
+	}
+}
+
+// Start implements manager.Runnable: it records the context runs derive from
+// and, on shutdown, cancels every run and waits for them to record their end.
+func (t *Tracker) Start(ctx context.Context) error {
+	t.sweep.wait(ctx)
+	t.mu.Lock()
+	t.ctx = ctx
+	t.mu.Unlock()
+	<-ctx.Done()
+	t.mu.Lock()
+	for _, r := range t.runs {
+		r.Cancel()
+	}
+	t.mu.Unlock()
+	done := make(chan struct{})
+	go func() { t.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+	}
+	return nil
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: only the
+// leader runs playbooks.
+func (t *Tracker) NeedLeaderElection() bool { return true }
+
+// Get returns the run in progress for an object, or nil.
+func (t *Tracker) Get(obj client.Object) *ActiveRun {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.runs[obj.GetUID()]
+}
+
+// LastEnded is the ID of the last run this process ended for an object, or "".
+func (t *Tracker) LastEnded(obj client.Object) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ended[obj.GetUID()].id
+}
+
+// Stopping tells whether the manager is shutting down: a run started now
+// would be cancelled at once.
+func (t *Tracker) Stopping() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ctx != nil && t.ctx.Err() != nil
+}
+
+// Begin registers a new run for obj and calls fn in its own goroutine with
+// the run's context. It refuses a second run for the same object.
+func (t *Tracker) Begin(obj client.Object, run *ActiveRun, fn func(ctx context.Context)) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ctx == nil {
+		return errors.New("the run tracker has not started yet")
+	}
+	if t.ctx.Err() != nil {
+		return errors.New("the operator is shutting down")
+	}
+	uid := obj.GetUID()
+	if _, busy := t.runs[uid]; busy {
+		return fmt.Errorf("a run is already in progress for %s", client.ObjectKeyFromObject(obj))
+	}
+	ctx, cancel := context.WithCancel(t.ctx)
+	run.key = client.ObjectKeyFromObject(obj)
+	run.Cancel = cancel
+	run.done = make(chan struct{})
+	t.runs[uid] = run
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer close(run.done)
+		defer cancel()
+		fn(ctx)
+	}()
+	return nil
+}
+
+// End forgets a finished run, remembers its ID as the object's last ended
+// run, and asks for the object to be reconciled.
+func (t *Tracker) End(obj client.Object) {
+	t.mu.Lock()
+	uid := obj.GetUID()
+	if run, ok := t.runs[uid]; ok {
+		t.ended[uid] = endedRun{key: run.key, id: run.ID}
+		delete(t.runs, uid)
+	}
+	t.mu.Unlock()
+	select {
+	case t.Finished <- event.GenericEvent{Object: obj}:
+	default: // a reconcile is queued already
+	}
+}
+
+// Forget drops what the tracker remembers of an object that is leaving.
+func (t *Tracker) Forget(obj client.Object) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.ended, obj.GetUID())
+}
+
+// ObjectGone cancels the runs of the object that had this namespace and
+// name, which no longer exists (nobody will read their result), and drops
+// what the tracker remembers of it.
+func (t *Tracker) ObjectGone(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.runs {
+		if r.key == key {
+			r.Cancel()
+		}
+	}
+	for uid, e := range t.ended {
+		if e.key == key {
+			delete(t.ended, uid)
+		}
+	}
+}
+
+// StartRuns fills the run settings that a reconciler running playbooks
+// leaves unset (the runner, the clock, the run timeout) and registers a new
+// run tracker with the manager, which accepts runs once sweep (if any) has
+// cleaned the state directory.
+func StartRuns(mgr ctrl.Manager, run *PlaybookRunner, clk *clock.PassiveClock, timeout *time.Duration, sweep *Sweep) (*Tracker, error) {
+	if *run == nil {
+		*run = runner.Run
+	}
+	if *clk == nil {
+		*clk = clock.RealClock{}
+	}
+	if *timeout == 0 {
+		*timeout = DefaultRunTimeout
+	}
+	t := newRunTracker()
+	t.sweep = sweep
+	return t, mgr.Add(t)
+}
+
+// NewRunID names a run: sortable by time, unique by a random suffix.
+func NewRunID(now time.Time) string {
+	b := make([]byte, 2)
+	_, _ = rand.Read(b)
+	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
+
+// RunsDir is where a deployment's run directories live: one directory per
+// object UID, so a deployment created again under a deleted one's name
+// never meets the old one's runs.
+func RunsDir(stateDir string, uid types.UID) string {
+	return filepath.Join(stateDir, runsDirName, string(uid))
+}
+
+// FactsDir is where a deployment's Ansible fact cache lives, per UID.
+func FactsDir(stateDir string, uid types.UID) string {
+	return filepath.Join(stateDir, factsDirName, string(uid))
+}
+
+// State directory entries that belong to one deployment, named by its UID.
+const (
+	runsDirName = "runs"
+
+	factsDirName = "facts"
+)
+
+// pruneRunDirs keeps the newest keep run directories of a deployment.
+func pruneRunDirs(dir string, keep int) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	names := []string{}
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names) // run IDs sort by start time
+	var errs []error
+	for i := 0; i < len(names)-keep; i++ {
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, names[i])))
+	}
+	return errors.Join(errs...)
+}
