@@ -1,5 +1,3 @@
-//go:build e2e_upgrade
-
 package e2e
 
 import (
@@ -76,11 +74,12 @@ var kaoServices = map[string]string{
 // It also reads each host's karmada-aggregated-apiserver /readyz and checks
 // that no two were ever down in the same sample: one host at a time.
 //
-// It takes 4.5 (idle) to 17 minutes on a 2-core machine, which `make check` cannot
-// spend within CI's hour beside the other end-to-end tests, so it runs only
-// when built with the e2e_upgrade tag (README, "Upgrades"); golangci-lint
-// builds it with the tag, so it still compiles and is linted in CI.
+// It takes 4.5 (idle) to 17 minutes on a 2-core machine. It runs in parallel
+// with the other long test of its own hosts, TestBinaryInstall, after the
+// package's sequential tests: the two wait mostly on hosts and Ansible, not
+// on the CPU.
 func TestBinaryUpgrade(t *testing.T) {
+	t.Parallel()
 	testStart := time.Now()
 	dc := hosts.Start(t, 3)
 	ctx := context.Background()
