@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
+	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -112,14 +114,32 @@ func NewNamespace(t *testing.T) string {
 	return testenv.Namespace(t, K8s, "kao-test-")
 }
 
-// Get reads the latest version of a deployment.
-func Get(t *testing.T, kd *kaov1.KarmadaDeployment) *kaov1.KarmadaDeployment {
+// Get reads the latest version of an object (a deployment, a backup, a
+// restore).
+func Get[T client.Object](t testing.TB, obj T) T {
 	t.Helper()
-	cur := &kaov1.KarmadaDeployment{}
-	if err := K8s.Get(context.Background(), client.ObjectKeyFromObject(kd), cur); err != nil {
+	cur := obj.DeepCopyObject().(T)
+	if err := K8s.Get(context.Background(), client.ObjectKeyFromObject(obj), cur); err != nil {
 		t.Fatal(err)
 	}
 	return cur
+}
+
+// WaitFor polls an object until cond holds or the timeout passes, and
+// fails with its status then.
+func WaitFor[T client.Object](t testing.TB, obj T, timeout time.Duration, what string, cond func(T) bool) T {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur := Get(t, obj)
+		if cond(cur) {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; status: %+v", timeout, what, reflect.ValueOf(cur).Elem().FieldByName("Status"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // DeploymentEvents lists the Events about a deployment.

@@ -48,7 +48,7 @@ func TestEtcdBackupOneShotSnapshotIsCompleteAndVerified(t *testing.T) {
 	startBackupOperator(t, ns, pipeline.Options{StateDir: stateDir})
 
 	eb := controllertest.NewBackup(t, ns, "once", kd.Name, "", 0, nil)
-	waiting := waitForBackup(t, eb, time.Minute, "Ready WaitingForRun while the deployment is not installed",
+	waiting := controllertest.WaitFor(t, eb, time.Minute, "Ready WaitingForRun while the deployment is not installed",
 		backupConditionIs(kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.WaitingForRunReason))
 	if !strings.Contains(backupCondition(waiting, kaov1.ReadyCondition).Message, "first install") || waiting.Status.LastSnapshot != nil {
 		t.Fatalf("a backup of a deployment not installed yet must wait and say so: %+v", waiting.Status)
@@ -56,7 +56,7 @@ func TestEtcdBackupOneShotSnapshotIsCompleteAndVerified(t *testing.T) {
 
 	leader := cluster.WaitHealthy(t).Leader
 	markInstalled(t, kd)
-	done := waitForBackup(t, eb, 3*time.Minute, "BackupSucceeded",
+	done := controllertest.WaitFor(t, eb, 3*time.Minute, "BackupSucceeded",
 		backupConditionIs(kaov1.BackupSucceededCondition, metav1.ConditionTrue, kaov1.SnapshotSavedReason))
 
 	snap := done.Status.LastSnapshot
@@ -113,7 +113,7 @@ func TestEtcdBackupOneShotSnapshotIsCompleteAndVerified(t *testing.T) {
 
 	key := string(cluster.Bundle["etcd-healthcheck-client.key"])
 	keyLine := strings.Split(key, "\n")[1]
-	raw, _ := json.Marshal(getBackup(t, eb).Status)
+	raw, _ := json.Marshal(controllertest.Get(t, eb).Status)
 	for what, text := range map[string]string{"status": string(raw), "Events": strings.Join(backupEvents(t, eb), "\n"), "logs": controllertest.OperatorLog.String()} {
 		if strings.Contains(text, keyLine) {
 			t.Errorf("the etcd client key leaked into %s", what)
@@ -132,7 +132,7 @@ func TestEtcdBackupScheduleKeepsRetention(t *testing.T) {
 	cluster.PutKeys(t, "/registry/sched/", 20)
 	kd := binaryDeployment(t, ns, "kd", cluster, controllertest.BackupBundle(t, true), true)
 	eb := controllertest.NewBackup(t, ns, "every-minute", kd.Name, "* * * * *", 2, nil)
-	eb = getBackup(t, eb)
+	eb = controllertest.Get(t, eb)
 	clock := clocktesting.NewFakePassiveClock(eb.CreationTimestamp.Time)
 	recorder := events.NewFakeRecorder(100)
 	stateDir := testenv.StateDir(t)
@@ -143,7 +143,7 @@ func TestEtcdBackupScheduleKeepsRetention(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res, getBackup(t, eb)
+		return res, controllertest.Get(t, eb)
 	}
 	files := func() []string {
 		t.Helper()
@@ -333,7 +333,7 @@ func TestEtcdBackupFailuresNameTheirCause(t *testing.T) {
 	missing := controllertest.NewBackup(t, ns, "missing-deployment", "nope", "", 0, nil)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := waitForBackup(t, backups[tc.name], 2*time.Minute, "BackupSucceeded False",
+			got := controllertest.WaitFor(t, backups[tc.name], 2*time.Minute, "BackupSucceeded False",
 				backupConditionIs(kaov1.BackupSucceededCondition, metav1.ConditionFalse, kaov1.SnapshotFailedReason))
 			msg := backupCondition(got, kaov1.BackupSucceededCondition).Message
 			t.Logf("BackupSucceeded: %s", msg)
@@ -351,7 +351,7 @@ func TestEtcdBackupFailuresNameTheirCause(t *testing.T) {
 			waitForEventOf(t, got, backupFailedEvent)
 		})
 	}
-	got := waitForBackup(t, missing, time.Minute, "Ready PrerequisitesMissing",
+	got := controllertest.WaitFor(t, missing, time.Minute, "Ready PrerequisitesMissing",
 		backupConditionIs(kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.PrerequisitesMissingReason))
 	if c := backupCondition(got, kaov1.BackupSucceededCondition); c.Status != metav1.ConditionUnknown || !strings.Contains(backupCondition(got, kaov1.ReadyCondition).Message, "nope") {
 		t.Errorf("a backup of a missing deployment waits, naming it: %+v", got.Status.Conditions)

@@ -5,12 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/controllertest"
@@ -67,32 +65,6 @@ func markInstalled(t *testing.T, kd *kaov1.KarmadaDeployment) {
 	cur.Status.ObservedGeneration = cur.Generation
 	if err := controllertest.K8s.Status().Update(context.Background(), cur); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// getBackup reads the latest version of a backup.
-func getBackup(t *testing.T, eb *kaov1.EtcdBackup) *kaov1.EtcdBackup {
-	t.Helper()
-	cur := &kaov1.EtcdBackup{}
-	if err := controllertest.K8s.Get(context.Background(), client.ObjectKeyFromObject(eb), cur); err != nil {
-		t.Fatal(err)
-	}
-	return cur
-}
-
-// waitForBackup polls a backup until cond holds or the timeout passes.
-func waitForBackup(t *testing.T, eb *kaov1.EtcdBackup, timeout time.Duration, what string, cond func(*kaov1.EtcdBackup) bool) *kaov1.EtcdBackup {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		cur := getBackup(t, eb)
-		if cond(cur) {
-			return cur
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; status: %+v", timeout, what, cur.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 

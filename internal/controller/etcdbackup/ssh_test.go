@@ -70,7 +70,7 @@ func TestEtcdBackupToSSHHost(t *testing.T) {
 			KnownHostsSecretRef: kaov1.SecretKeyReference{Name: secret.Name, Key: knownHostsKey},
 		}}
 	}
-	eb := getBackup(t, controllertest.NewBackup(t, ns, "to-host", kd.Name, "* * * * *", 1, dest("known_hosts")))
+	eb := controllertest.Get(t, controllertest.NewBackup(t, ns, "to-host", kd.Name, "* * * * *", 1, dest("known_hosts")))
 	clock := clocktesting.NewFakePassiveClock(eb.CreationTimestamp.Time)
 	recorder := events.NewFakeRecorder(100)
 	stateDir := testenv.StateDir(t)
@@ -80,7 +80,7 @@ func TestEtcdBackupToSSHHost(t *testing.T) {
 		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(eb)}); err != nil {
 			t.Fatal(err)
 		}
-		return getBackup(t, eb)
+		return controllertest.Get(t, eb)
 	}
 	onHost := func(script string) string {
 		t.Helper()
@@ -133,7 +133,7 @@ func TestEtcdBackupToSSHHost(t *testing.T) {
 	}
 
 	keyLine := strings.Split(string(privateKey), "\n")[1]
-	raw, _ := json.Marshal([]any{getBackup(t, eb).Status, wrong.Status})
+	raw, _ := json.Marshal([]any{controllertest.Get(t, eb).Status, wrong.Status})
 	for what, text := range map[string]string{"status": string(raw), "Events": strings.Join(drainEvents(recorder), "\n"), "logs": controllertest.OperatorLog.String()} {
 		if strings.Contains(text, keyLine) {
 			t.Errorf("the SSH private key leaked into %s", what)

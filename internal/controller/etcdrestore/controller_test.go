@@ -84,7 +84,7 @@ func TestEtcdRestoreRefusesASnapshotThatFailsItsChecksum(t *testing.T) {
 		{guess, kaov1.InvalidSpecReason, []string{notThere, notOurs}},
 		{climb, kaov1.InvalidSpecReason, []string{notOurs}},
 	} {
-		done := waitForRestore(t, tc.er, time.Minute, "the restore refused", func(er *kaov1.EtcdRestore) bool {
+		done := controllertest.WaitFor(t, tc.er, time.Minute, "the restore refused", func(er *kaov1.EtcdRestore) bool {
 			return er.Status.Phase == kaov1.RestoreFailed
 		})
 		c := restoreCondition(done, kaov1.RestoreSucceededCondition)
@@ -140,7 +140,7 @@ func TestEtcdRestoreWaitsForTheRunThenHoldsTheDeployment(t *testing.T) {
 	startRestoreOperator(t, ns, pipeline.Options{StateDir: stateDir, PlaybookDir: controllertest.PlaybookDir(), RunTimeout: 3 * time.Minute})
 
 	er := controllertest.NewRestore(t, ns, "restore-1", kd.Name, kaov1.RestoreSource{Path: snapFile, SHA256: sum})
-	waiting := waitForRestore(t, er, time.Minute, "waiting for the deployment's run", func(er *kaov1.EtcdRestore) bool {
+	waiting := controllertest.WaitFor(t, er, time.Minute, "waiting for the deployment's run", func(er *kaov1.EtcdRestore) bool {
 		c := restoreCondition(er, kaov1.ReadyCondition)
 		return c.Reason == kaov1.WaitingForRunReason && strings.Contains(c.Message, "install.yml")
 	})
@@ -158,7 +158,7 @@ func TestEtcdRestoreWaitsForTheRunThenHoldsTheDeployment(t *testing.T) {
 	if err := controllertest.K8s.Status().Update(context.Background(), cur); err != nil {
 		t.Fatal(err)
 	}
-	running := waitForRestore(t, er, time.Minute, "the restore's run", func(er *kaov1.EtcdRestore) bool {
+	running := controllertest.WaitFor(t, er, time.Minute, "the restore's run", func(er *kaov1.EtcdRestore) bool {
 		return er.Status.Phase == kaov1.RestoreRunning && er.Status.Progress != nil
 	})
 	if holder := controllertest.Get(t, kd).Annotations[kaov1.RestoreInProgressAnnotation]; holder != er.Name {
@@ -181,7 +181,7 @@ func TestEtcdRestoreWaitsForTheRunThenHoldsTheDeployment(t *testing.T) {
 	}
 	controllertest.WriteTestFile(t, snapFile+".release", nil)
 
-	done := waitForRestore(t, er, 2*time.Minute, "the restore's end", func(er *kaov1.EtcdRestore) bool {
+	done := controllertest.WaitFor(t, er, 2*time.Minute, "the restore's end", func(er *kaov1.EtcdRestore) bool {
 		return er.Status.Phase == kaov1.RestoreSucceeded
 	})
 	if c := restoreCondition(done, kaov1.RestoreSucceededCondition); c.Status != metav1.ConditionTrue || c.Reason != kaov1.RestoredReason ||
@@ -205,7 +205,7 @@ func TestEtcdRestoreWaitsForTheRunThenHoldsTheDeployment(t *testing.T) {
 
 	// A restore runs once: it stays Succeeded and never holds the deployment again.
 	time.Sleep(2 * time.Second)
-	if again := getRestore(t, er); again.Status.Phase != kaov1.RestoreSucceeded || again.Status.LastRun.ID != last.ID {
+	if again := controllertest.Get(t, er); again.Status.Phase != kaov1.RestoreSucceeded || again.Status.LastRun.ID != last.ID {
 		t.Errorf("the restore ran again: %+v", again.Status)
 	}
 	if err := controllertest.K8s.Delete(context.Background(), er); err != nil {
@@ -233,9 +233,9 @@ func TestEtcdRestoreResumesAfterAnOperatorRestart(t *testing.T) {
 	stop := start()
 	er := controllertest.NewRestore(t, ns, "restore-1", kd.Name, kaov1.RestoreSource{Path: snapFile, SHA256: sum})
 	waitForFile(t, snapFile+".vars", time.Minute)
-	first := getRestore(t, er).Status.Progress
+	first := controllertest.Get(t, er).Status.Progress
 	stop()
-	cut := getRestore(t, er)
+	cut := controllertest.Get(t, er)
 	if cut.Status.Phase != kaov1.RestoreRunning || cut.Status.LastRun == nil || cut.Status.LastRun.Result != kaov1.RunCancelled ||
 		cut.Status.LastRun.ID != first.RunID || cut.Status.Progress != nil {
 		t.Fatalf("a restore cut off by a shutdown stays Running with its run recorded as cancelled: %+v", cut.Status)
@@ -252,12 +252,12 @@ func TestEtcdRestoreResumesAfterAnOperatorRestart(t *testing.T) {
 	stop = start()
 	waitForFile(t, snapFile+".vars", time.Minute)
 	waitForRestoreEvent(t, er, restoreResumedEvent)
-	second := getRestore(t, er).Status.Progress
+	second := controllertest.Get(t, er).Status.Progress
 	if second == nil || second.RunID == first.RunID {
 		t.Fatalf("the resumed restore did not start a new run: %+v", second)
 	}
 	stop()
-	crashed := getRestore(t, er)
+	crashed := controllertest.Get(t, er)
 	crashed.Status.Progress = second
 	if err := controllertest.K8s.Status().Update(context.Background(), crashed); err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestEtcdRestoreResumesAfterAnOperatorRestart(t *testing.T) {
 	}
 	controllertest.WriteTestFile(t, snapFile+".release", nil)
 	start()
-	done := waitForRestore(t, er, 2*time.Minute, "the restore's end", func(er *kaov1.EtcdRestore) bool {
+	done := controllertest.WaitFor(t, er, 2*time.Minute, "the restore's end", func(er *kaov1.EtcdRestore) bool {
 		return er.Status.Phase == kaov1.RestoreSucceeded
 	})
 	if done.Status.LastRun == nil || done.Status.LastRun.Result != kaov1.RunSucceeded || done.Status.LastRun.ID == second.RunID {
@@ -365,31 +365,6 @@ func startRestoreOperator(t *testing.T, ns string, o pipeline.Options) {
 	}
 	o.Policy = controllertest.TestPolicy
 	controllertest.Env.StartManager(t, controllertest.Scheme, ns, func(mgr ctrl.Manager) error { return Setup(mgr, o) })
-}
-
-func getRestore(t *testing.T, er *kaov1.EtcdRestore) *kaov1.EtcdRestore {
-	t.Helper()
-	cur := &kaov1.EtcdRestore{}
-	if err := controllertest.K8s.Get(context.Background(), client.ObjectKeyFromObject(er), cur); err != nil {
-		t.Fatal(err)
-	}
-	return cur
-}
-
-// waitForRestore polls a restore until cond holds or the timeout passes.
-func waitForRestore(t *testing.T, er *kaov1.EtcdRestore, timeout time.Duration, what string, cond func(*kaov1.EtcdRestore) bool) *kaov1.EtcdRestore {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		cur := getRestore(t, er)
-		if cond(cur) {
-			return cur
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; status: %+v", timeout, what, cur.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func waitForRestoreGone(t *testing.T, er *kaov1.EtcdRestore) {

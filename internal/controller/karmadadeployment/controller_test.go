@@ -60,7 +60,7 @@ func TestRunProgressAndResultAreWrittenToStatus(t *testing.T) {
 	kd := newDeployment(t, ns, "progress", false, "slow-a", "ok-b")
 
 	// Live progress: a run in progress with a known total and a moving count.
-	running := waitFor(t, kd, 30*time.Second, "progress with some tasks done", func(kd *kaov1.KarmadaDeployment) bool {
+	running := controllertest.WaitFor(t, kd, 30*time.Second, "progress with some tasks done", func(kd *kaov1.KarmadaDeployment) bool {
 		p := kd.Status.Progress
 		return p != nil && p.TasksDone > 0 && p.TasksDone < p.TasksTotal
 	})
@@ -75,7 +75,7 @@ func TestRunProgressAndResultAreWrittenToStatus(t *testing.T) {
 		t.Errorf("PlaybookSucceeded during a run: %+v", c)
 	}
 
-	done := waitFor(t, kd, 60*time.Second, "a successful run", lastRunIs(kaov1.RunSucceeded))
+	done := controllertest.WaitFor(t, kd, 60*time.Second, "a successful run", lastRunIs(kaov1.RunSucceeded))
 	last := done.Status.LastRun
 	if last.Playbook != pipeline.InstallPlaybook || last.Generation != done.Generation || last.EndTime.Before(&last.StartTime) {
 		t.Errorf("lastRun is wrong: %+v", last)
@@ -109,7 +109,7 @@ func TestRunProgressAndResultAreWrittenToStatus(t *testing.T) {
 
 	// Certificates are issued before the run, kept in a Secret the deployment
 	// owns, and their expiry is in status.
-	certified := waitFor(t, kd, 20*time.Second, "CertificatesValid", func(kd *kaov1.KarmadaDeployment) bool {
+	certified := controllertest.WaitFor(t, kd, 20*time.Second, "CertificatesValid", func(kd *kaov1.KarmadaDeployment) bool {
 		c := condition(kd, kaov1.CertificatesValidCondition)
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
@@ -138,7 +138,7 @@ func TestFailedRunIsReportedAndBacksOff(t *testing.T) {
 	startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "failing", false, "fail-a", "ok-b")
 
-	failed := waitFor(t, kd, 60*time.Second, "a failed run", lastRunIs(kaov1.RunFailed))
+	failed := controllertest.WaitFor(t, kd, 60*time.Second, "a failed run", lastRunIs(kaov1.RunFailed))
 	last := failed.Status.LastRun
 	if len(last.FailedTasks) != 1 {
 		t.Fatalf("want one failed task, got %+v", last.FailedTasks)
@@ -168,7 +168,7 @@ func TestFailedRunIsReportedAndBacksOff(t *testing.T) {
 
 	// A new generation runs at once, whatever the backoff says.
 	update(t, kd, func(cur *kaov1.KarmadaDeployment) { cur.Spec.Members = cur.Spec.Members[1:] })
-	fixed := waitFor(t, kd, 30*time.Second, "a successful run of the new generation", func(kd *kaov1.KarmadaDeployment) bool {
+	fixed := controllertest.WaitFor(t, kd, 30*time.Second, "a successful run of the new generation", func(kd *kaov1.KarmadaDeployment) bool {
 		return lastRunIs(kaov1.RunSucceeded)(kd) && kd.Status.LastRun.Generation == kd.Generation
 	})
 	if fixed.Status.Retry != nil {
@@ -180,11 +180,11 @@ func TestSpecChangeDuringARunIsNotLost(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "queued", false, "slow-a")
-	waitFor(t, kd, 30*time.Second, "a run in progress", func(kd *kaov1.KarmadaDeployment) bool { return kd.Status.Progress != nil })
+	controllertest.WaitFor(t, kd, 30*time.Second, "a run in progress", func(kd *kaov1.KarmadaDeployment) bool { return kd.Status.Progress != nil })
 
 	update(t, kd, func(cur *kaov1.KarmadaDeployment) { cur.Spec.Members[0].Region = "eu-west" })
 	firstID := ""
-	done := waitFor(t, kd, 90*time.Second, "a run of the changed spec", func(kd *kaov1.KarmadaDeployment) bool {
+	done := controllertest.WaitFor(t, kd, 90*time.Second, "a run of the changed spec", func(kd *kaov1.KarmadaDeployment) bool {
 		if kd.Status.LastRun != nil && firstID == "" {
 			firstID = kd.Status.LastRun.ID
 		}
@@ -206,7 +206,7 @@ func TestPausedDeploymentDoesNotRun(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "paused", true, "ok-a")
-	cur := waitFor(t, kd, 20*time.Second, "the Paused condition", func(kd *kaov1.KarmadaDeployment) bool {
+	cur := controllertest.WaitFor(t, kd, 20*time.Second, "the Paused condition", func(kd *kaov1.KarmadaDeployment) bool {
 		c := condition(kd, kaov1.PausedCondition)
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
@@ -218,7 +218,7 @@ func TestPausedDeploymentDoesNotRun(t *testing.T) {
 		t.Fatalf("a paused deployment ran: %+v", cur.Status)
 	}
 	update(t, kd, func(cur *kaov1.KarmadaDeployment) { cur.Spec.Paused = false })
-	waitFor(t, kd, 30*time.Second, "a run after unpausing", lastRunIs(kaov1.RunSucceeded))
+	controllertest.WaitFor(t, kd, 30*time.Second, "a run after unpausing", lastRunIs(kaov1.RunSucceeded))
 }
 
 func TestRunInterruptedByACrashIsRunAgain(t *testing.T) {
@@ -240,7 +240,7 @@ func TestRunInterruptedByACrashIsRunAgain(t *testing.T) {
 	if !strings.Contains(e.Note, "20260101-000000-dead") {
 		t.Errorf("the Event does not name the interrupted run: %q", e.Note)
 	}
-	done := waitFor(t, kd, 60*time.Second, "a new successful run", lastRunIs(kaov1.RunSucceeded))
+	done := controllertest.WaitFor(t, kd, 60*time.Second, "a new successful run", lastRunIs(kaov1.RunSucceeded))
 	if done.Status.LastRun.ID == "20260101-000000-dead" {
 		t.Fatal("the interrupted run was recorded as succeeded")
 	}
@@ -250,7 +250,7 @@ func TestOperatorRestartDuringARunNeverLeavesItRunning(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	op := startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "restart", false, "slow-a")
-	first := waitFor(t, kd, 30*time.Second, "a run in progress", func(kd *kaov1.KarmadaDeployment) bool {
+	first := controllertest.WaitFor(t, kd, 30*time.Second, "a run in progress", func(kd *kaov1.KarmadaDeployment) bool {
 		return kd.Status.Progress != nil && kd.Status.Progress.TasksDone > 0
 	})
 	op.stop() // cancels the run: the manager shuts down
@@ -262,7 +262,7 @@ func TestOperatorRestartDuringARunNeverLeavesItRunning(t *testing.T) {
 		t.Fatalf("the cancelled run is not recorded: %+v", stopped.Status.LastRun)
 	}
 	startOperator(t, ns, op.stateDir)
-	waitFor(t, kd, 60*time.Second, "a successful run after the restart", lastRunIs(kaov1.RunSucceeded))
+	controllertest.WaitFor(t, kd, 60*time.Second, "a successful run after the restart", lastRunIs(kaov1.RunSucceeded))
 }
 
 func TestMissingSecretIsACondition(t *testing.T) {
@@ -274,7 +274,7 @@ func TestMissingSecretIsACondition(t *testing.T) {
 		cur.Spec.Paused = false
 	})
 	want := `has no key "absent" named in spec.members[0].kubeconfigSecretRef`
-	got := waitFor(t, kd, 20*time.Second, "PrerequisitesMissing", func(kd *kaov1.KarmadaDeployment) bool {
+	got := controllertest.WaitFor(t, kd, 20*time.Second, "PrerequisitesMissing", func(kd *kaov1.KarmadaDeployment) bool {
 		c := condition(kd, kaov1.PlaybookSucceededCondition)
 		return c != nil && c.Reason == kaov1.PrerequisitesMissingReason
 	})
@@ -296,7 +296,7 @@ func TestDeletionRunsUninstallThenReleasesTheObject(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "deleted", false, "ok-a")
-	waitFor(t, kd, 60*time.Second, "a successful install", lastRunIs(kaov1.RunSucceeded))
+	controllertest.WaitFor(t, kd, 60*time.Second, "a successful install", lastRunIs(kaov1.RunSucceeded))
 	if err := controllertest.K8s.Delete(context.Background(), kd); err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestNoSecretLeaksIntoStatusEventsLogsOrRunDirectories(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	op := startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "leaky", false, "leak-a")
-	failed := waitFor(t, kd, 60*time.Second, "the leaking run to fail", lastRunIs(kaov1.RunFailed))
+	failed := controllertest.WaitFor(t, kd, 60*time.Second, "the leaking run to fail", lastRunIs(kaov1.RunFailed))
 	secret := "leak-a-TOKEN-e5b1c0ffee4242deadbeef"
 	if !strings.Contains(failed.Status.LastRun.FailedTasks[0].Message, "[redacted]") {
 		t.Errorf("the failure message was not redacted: %q", failed.Status.LastRun.FailedTasks[0].Message)
@@ -373,7 +373,7 @@ func TestRecreatedDeploymentIsANewObject(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		installed := waitFor(t, kd, 60*time.Second, fmt.Sprintf("round %d: a successful install", round), lastRunIs(kaov1.RunSucceeded))
+		installed := controllertest.WaitFor(t, kd, 60*time.Second, fmt.Sprintf("round %d: a successful install", round), lastRunIs(kaov1.RunSucceeded))
 		if installed.Status.LastRun.Playbook != pipeline.InstallPlaybook {
 			t.Fatalf("round %d: the first run of the new object ran %s", round, installed.Status.LastRun.Playbook)
 		}

@@ -63,7 +63,7 @@ func TestExternalEtcdMaterialReachesTheRun(t *testing.T) {
 		return kd
 	}
 
-	good := waitFor(t, external("ext", "etcd-client"), 60*time.Second, "a successful run", lastRunIs(kaov1.RunSucceeded))
+	good := controllertest.WaitFor(t, external("ext", "etcd-client"), 60*time.Second, "a successful run", lastRunIs(kaov1.RunSucceeded))
 	digests := "/tmp/kao-test-" + ns + "-ext.digests"
 	t.Cleanup(func() { _ = os.Remove(digests) })
 	recorded, err := os.ReadFile(digests)
@@ -79,7 +79,7 @@ func TestExternalEtcdMaterialReachesTheRun(t *testing.T) {
 	}
 
 	bad := external("ext-nokey", "etcd-client-nokey")
-	got := waitFor(t, bad, 20*time.Second, "PrerequisitesMissing", func(kd *kaov1.KarmadaDeployment) bool {
+	got := controllertest.WaitFor(t, bad, 20*time.Second, "PrerequisitesMissing", func(kd *kaov1.KarmadaDeployment) bool {
 		c := condition(kd, kaov1.PlaybookSucceededCondition)
 		return c != nil && c.Reason == kaov1.PrerequisitesMissingReason
 	})

@@ -90,7 +90,7 @@ func TestDeploymentWaitsWhileARestoreHoldsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, kd, time.Minute, "a run once the restore let go", lastRunIs(kaov1.RunSucceeded))
+	controllertest.WaitFor(t, kd, time.Minute, "a run once the restore let go", lastRunIs(kaov1.RunSucceeded))
 }
 
 // TestDeletionWaitsWhileARestoreHoldsTheDeployment deletes a deployment an
@@ -101,7 +101,7 @@ func TestDeletionWaitsWhileARestoreHoldsTheDeployment(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "held-delete", false, "ok-a")
-	waitFor(t, kd, time.Minute, "the install", lastRunIs(kaov1.RunSucceeded))
+	controllertest.WaitFor(t, kd, time.Minute, "the install", lastRunIs(kaov1.RunSucceeded))
 	// No restore controller runs here: the restore only has to exist.
 	er := controllertest.NewRestore(t, ns, "restore-1", kd.Name, kaov1.RestoreSource{Path: "/var/lib/kao/upload/snap.db", SHA256: strings.Repeat("ab", 32)})
 	setHolder := func(holder string) {
@@ -123,7 +123,7 @@ func TestDeletionWaitsWhileARestoreHoldsTheDeployment(t *testing.T) {
 	if err := controllertest.K8s.Delete(context.Background(), controllertest.Get(t, kd)); err != nil {
 		t.Fatal(err)
 	}
-	waiting := waitFor(t, kd, time.Minute, "Ready to say the deletion waits for the restore", func(cur *kaov1.KarmadaDeployment) bool {
+	waiting := controllertest.WaitFor(t, kd, time.Minute, "Ready to say the deletion waits for the restore", func(cur *kaov1.KarmadaDeployment) bool {
 		c := meta.FindStatusCondition(cur.Status.Conditions, kaov1.ReadyCondition)
 		return c != nil && strings.Contains(c.Message, "waiting for EtcdRestore "+er.Name)
 	})

@@ -136,22 +136,6 @@ func update(t *testing.T, kd *kaov1.KarmadaDeployment, change func(*kaov1.Karmad
 	}
 }
 
-// waitFor polls a deployment until cond holds or the timeout passes.
-func waitFor(t *testing.T, kd *kaov1.KarmadaDeployment, timeout time.Duration, what string, cond func(*kaov1.KarmadaDeployment) bool) *kaov1.KarmadaDeployment {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		cur := controllertest.Get(t, kd)
-		if cond(cur) {
-			return cur
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; status: %+v", timeout, what, cur.Status)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // waitForEvent waits until an Event with the reason exists for the deployment.
 func waitForEvent(t *testing.T, kd *kaov1.KarmadaDeployment, reason string) eventsv1.Event {
 	t.Helper()
