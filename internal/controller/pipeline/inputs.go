@@ -37,6 +37,7 @@ type Gatherer struct {
 
 // Inputs is the secret material a run needs, read from Secrets.
 type Inputs struct {
+	// SSHKey is spec.ssh's private key; KnownHosts pins the hosts' keys.
 	SSHKey     []byte
 	KnownHosts []byte
 	// Kubeconfigs holds member kubeconfigs by member name: each one a
