@@ -1,5 +1,5 @@
 // Command manager runs the kao operator: the KarmadaDeployment, EtcdBackup and
-// EtcdRestore controller.
+// EtcdRestore controllers.
 package main
 
 import (

@@ -34,7 +34,8 @@ const (
 	// schedule firing thousands of times a day comes near it.
 	maxScheduleSteps = 10000
 
-	// Event reasons of EtcdBackup.
+	// Event reasons of EtcdBackup:
+	//
 	// backupSucceededEvent says a snapshot was taken, verified and stored.
 	backupSucceededEvent = "BackupSucceeded"
 

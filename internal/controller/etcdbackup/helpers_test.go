@@ -15,7 +15,7 @@ import (
 	"github.com/kao-io/kao/internal/controller/pipeline"
 )
 
-// tenantBundle makes a bundle like backupBundle's whose etcdutl is a
+// tenantBundle makes a bundle like controllertest.BackupBundle's whose etcdutl is a
 // program that writes marker and fails: what a tenant's bundle could hold.
 func tenantBundle(t *testing.T, marker string) string {
 	t.Helper()

@@ -8,8 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/internal/controller/pipeline"
-	"github.com/kao-io/kao/internal/probe"
 )
 
 func TestDecideBackup(t *testing.T) {
@@ -142,69 +140,6 @@ func TestParseScheduleRejectsWhatCronCannotRun(t *testing.T) {
 		if _, err := parseSchedule(good); err != nil {
 			t.Errorf("%q: %v", good, err)
 		}
-	}
-}
-
-func TestSnapshotCandidatesPreferHealthyFollowers(t *testing.T) {
-	tests := []struct {
-		// name says what the cluster looks like.
-		name string
-		// health is the probe's answer.
-		health probe.EtcdHealth
-		// want are the candidates in order; wantErr part of the error instead.
-		want    []string
-		wantErr string
-	}{
-		{
-			name: "followers by name, then the leader",
-			health: probe.EtcdHealth{Healthy: 3, Leader: "a", Members: []probe.EtcdMember{
-				{Name: "a", Healthy: true, Leader: true}, {Name: "c", Healthy: true}, {Name: "b", Healthy: true}}},
-			want: []string{"b", "c", "a"},
-		},
-		{
-			name: "a dead follower is skipped",
-			health: probe.EtcdHealth{Healthy: 2, Leader: "b", Members: []probe.EtcdMember{
-				{Name: "a", Message: "refused"}, {Name: "b", Healthy: true, Leader: true}, {Name: "c", Healthy: true}}},
-			want: []string{"c", "b"},
-		},
-		{
-			name:   "a single member is its own leader",
-			health: probe.EtcdHealth{Healthy: 1, Leader: "a", Members: []probe.EtcdMember{{Name: "a", Healthy: true, Leader: true}}},
-			want:   []string{"a"},
-		},
-		{
-			name: "without quorum nothing is snapshotted",
-			health: probe.EtcdHealth{Healthy: 1, Members: []probe.EtcdMember{
-				{Name: "a", Healthy: true}, {Name: "b", Message: "no answer within 3s"}, {Name: "c", Message: "refused"}}},
-			wantErr: "no quorum (1/3 members answer): b: no answer within 3s; c: refused",
-		},
-		{
-			name: "a majority without a live leader waits for the election",
-			health: probe.EtcdHealth{Healthy: 2, Members: []probe.EtcdMember{
-				{Name: "a", Message: "no answer within 3s"}, {Name: "b", Healthy: true}, {Name: "c", Healthy: true}}},
-			wantErr: "etcd has no leader right now (2/3 members answer; an election is under way if the leader was lost): a: no answer within 3s",
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := pipeline.SnapshotCandidates(tc.health)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("want an error with %q, got %v", tc.wantErr, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			names := []string{}
-			for _, m := range got {
-				names = append(names, m.Name)
-			}
-			if strings.Join(names, ",") != strings.Join(tc.want, ",") {
-				t.Errorf("candidates %v, want %v", names, tc.want)
-			}
-		})
 	}
 }
 

@@ -30,7 +30,8 @@ const (
 	// which names directories on the hosts.
 	restoreIDNameBytes = 40
 
-	// Event reasons of EtcdRestore.
+	// Event reasons of EtcdRestore:
+	//
 	// restoreStartedEvent says the restore's playbook run started.
 	restoreStartedEvent = "RestoreStarted"
 

@@ -235,10 +235,12 @@ type preparedRun struct {
 }
 
 // prepareRun reads and checks everything the run needs, in an order that
-// matters: the host cluster first (an install needs karmada-apiserver's
-// address before it can issue the certificate that names it), the user
-// roles before the certificates (a role that cannot be used changes
-// nothing), then the certificates, the inventory, the bundle and the spec.
+// matters: the Secrets; then the host cluster (an install needs
+// karmada-apiserver's address, which it records in status.endpoint, before it
+// can issue the certificate that names it; it also checks etcd's volume
+// claims); the user roles before the certificates (a role that cannot be used
+// changes nothing); then the certificates, the inventory, the bundle and the
+// spec.
 func (r *Reconciler) prepareRun(ctx context.Context, s *scope, playbook, runID, dir string, now time.Time) (*preparedRun, error) {
 	kd := s.kd
 	in, err := r.inputs().GatherInputs(ctx, kd)
@@ -341,30 +343,40 @@ type runExtras struct {
 }
 
 // recordNotStarted records why a run could not start, from its
-// *reason.Error. A Wait (a karmada-apiserver Service still waiting for its
-// address) is no failure: the condition is Unknown, an Event tells once, and
-// kao looks again soon. Anything else the user can fix (a missing Secret, a
-// host the inventory rejects, a user role that cannot be used, an
-// unreachable host cluster, a downgrade) is a failed attempt with a condition
-// and a Warning Event, retried with backoff. Other errors go back to
-// controller-runtime.
+// *reason.Error:
+//   - Wait (a karmada-apiserver Service still waiting for its address) is no
+//     failure: the condition is Unknown, an Event tells once, and kao looks
+//     again after e.After;
+//   - Retry (a missing Secret, a host the inventory rejects, a user role that
+//     cannot be used, an unreachable host cluster, a downgrade) is a failed
+//     attempt with a condition and a Warning Event, retried with backoff;
+//   - Refuse is the same condition and Event with no retry: only a change of
+//     the spec runs again.
+//
+// Other errors go back to controller-runtime.
 func (r *Reconciler) recordNotStarted(ctx context.Context, kd *kaov1.KarmadaDeployment, err error, now time.Time) (ctrl.Result, error) {
 	e, ok := reason.From(err)
 	if !ok {
 		return ctrl.Result{}, err
 	}
-	if e.Kind == reason.Wait {
+	switch e.Kind {
+	case reason.Wait:
 		if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Message != e.Message {
 			r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, e.Reason, "Run", "%s", e.Message)
 		}
 		ctrl.LoggerFrom(ctx).V(1).Info("Waiting before the run", "reason", e.Reason, "message", e.Message)
 		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, e.Reason, e.Message)
 		return ctrl.Result{RequeueAfter: e.After}, nil
+	case reason.Refuse:
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, e.Reason, e.Message)
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, e.Reason, "Run", "%s", e.Message)
+		return ctrl.Result{}, nil
+	default:
+		kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, e.Reason, e.Message)
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, e.Reason, "Run", "%s", e.Message)
+		return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}, nil
 	}
-	kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
-	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, e.Reason, e.Message)
-	r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, e.Reason, "Run", "%s", e.Message)
-	return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}, nil
 }
 
 // executeRun runs the playbook, keeps status.progress current at most every

@@ -53,9 +53,9 @@ const fieldManager = "kao"
 func hostClusterError(what string, err error) error {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return reason.Invalid(kaov1.HostClusterUnreachableReason, "%s", pipeline.TruncateString(fmt.Sprintf("%s in the host cluster: %s", what, status.Status().Message), 900))
+		return reason.Failed(kaov1.HostClusterUnreachableReason, "%s", pipeline.TruncateString(fmt.Sprintf("%s in the host cluster: %s", what, status.Status().Message), 900))
 	}
-	return reason.Invalid(kaov1.HostClusterUnreachableReason, "%s", pipeline.TruncateString(fmt.Sprintf("%s in the host cluster: %v", what, err), 900))
+	return reason.Failed(kaov1.HostClusterUnreachableReason, "%s", pipeline.TruncateString(fmt.Sprintf("%s in the host cluster: %v", what, err), 900))
 }
 
 // exposeAPIServer makes sure karmada-apiserver's Service exists in the host

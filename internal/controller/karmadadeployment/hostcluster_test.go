@@ -2,7 +2,6 @@ package karmadadeployment
 
 import (
 	"context"
-	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -315,30 +314,6 @@ func TestInClusterKubeconfigReachesTheCluster(t *testing.T) {
 	}
 	if hc.Namespace != "karmada-system" || hc.DNSDomain != "cluster.local" || len(hc.Secrets) < 2 {
 		t.Errorf("namespace %q, domain %q, %d secrets to redact", hc.Namespace, hc.DNSDomain, len(hc.Secrets))
-	}
-}
-
-func TestManagedEtcdMembers(t *testing.T) {
-	containerized := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
-		Mode:        kaov1.ContainerizedMode,
-		HostCluster: &kaov1.HostClusterSpec{InCluster: true, Namespace: "kd", DNSDomain: "dc1.local"},
-		Etcd:        kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{Replicas: ptr.To(int32(3))}},
-	}}
-	want := map[string]string{
-		"karmada-etcd-0": "https://karmada-etcd-0.karmada-etcd.kd.svc.dc1.local:2379",
-		"karmada-etcd-1": "https://karmada-etcd-1.karmada-etcd.kd.svc.dc1.local:2379",
-		"karmada-etcd-2": "https://karmada-etcd-2.karmada-etcd.kd.svc.dc1.local:2379",
-	}
-	if got := pipeline.ManagedEtcdMembers(containerized); !maps.Equal(got, want) {
-		t.Errorf("Containerized members %v, want %v", got, want)
-	}
-	binary := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
-		Mode: kaov1.BinaryMode,
-		Hosts: []kaov1.Host{{Name: "e1", Address: "10.0.0.1", Roles: []kaov1.HostRole{kaov1.EtcdRole}},
-			{Name: "a1", Address: "10.0.0.2", Roles: []kaov1.HostRole{kaov1.APIServerRole}}},
-	}}
-	if got := pipeline.ManagedEtcdMembers(binary); !maps.Equal(got, map[string]string{"e1": "https://10.0.0.1:2379"}) {
-		t.Errorf("Binary members %v", got)
 	}
 }
 

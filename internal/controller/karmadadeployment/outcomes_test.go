@@ -51,7 +51,7 @@ func TestRecordNotStartedOutcomes(t *testing.T) {
 		{name: "user role", err: userRoleErrorf("%s", "spec.addons.userRoles[0].path: not under --user-roles-dir"),
 			want: outcome{status: metav1.ConditionFalse, reason: kaov1.UserRoleInvalidReason, message: "spec.addons.userRoles[0].path: not under --user-roles-dir",
 				event: "Warning UserRoleInvalid spec.addons.userRoles[0].path: not under --user-roles-dir", requeue: retryBase, retried: true}},
-		{name: "host cluster unreachable", err: reason.Invalid(kaov1.HostClusterUnreachableReason, "%s", "creating Namespace karmada-system in the host cluster: forbidden"),
+		{name: "host cluster unreachable", err: reason.Failed(kaov1.HostClusterUnreachableReason, "%s", "creating Namespace karmada-system in the host cluster: forbidden"),
 			want: outcome{status: metav1.ConditionFalse, reason: kaov1.HostClusterUnreachableReason,
 				message: "creating Namespace karmada-system in the host cluster: forbidden",
 				event:   "Warning HostClusterUnreachable creating Namespace karmada-system in the host cluster: forbidden", requeue: retryBase, retried: true}},
@@ -62,6 +62,9 @@ func TestRecordNotStartedOutcomes(t *testing.T) {
 		{name: "downgrade, cut at 1024 bytes", err: downgradeRefused("%s", long),
 			want: outcome{status: metav1.ConditionFalse, reason: kaov1.DowngradeRefusedReason, message: long[:1024],
 				event: "Warning DowngradeRefused " + long[:1024], requeue: retryBase, retried: true}},
+		{name: "refused: no retry until the spec changes", err: reason.Refused(kaov1.DowngradeRefusedReason, "%s", "never as specified"),
+			want: outcome{status: metav1.ConditionFalse, reason: kaov1.DowngradeRefusedReason, message: "never as specified",
+				event: "Warning DowngradeRefused never as specified"}},
 		{name: "anything else", err: errors.New("the API server is down"), want: outcome{handed: true}},
 	}
 	for _, c := range cases {

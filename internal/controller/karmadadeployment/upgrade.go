@@ -219,7 +219,7 @@ func (p *upgradePlan) status(runID string, generation int64, now time.Time) *kao
 // than one it runs. kao refuses it before any host is touched, and retries
 // with backoff like any bad input (status.version may yet change).
 func downgradeRefused(format string, args ...any) error {
-	return reason.Invalid(kaov1.DowngradeRefusedReason, "%s", pipeline.TruncateString(fmt.Sprintf(format, args...), 1024))
+	return reason.Failed(kaov1.DowngradeRefusedReason, "%s", pipeline.TruncateString(fmt.Sprintf(format, args...), 1024))
 }
 
 // planUpgrade compares the versions the spec asks for (targets) with those

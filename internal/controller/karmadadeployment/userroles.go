@@ -67,7 +67,7 @@ var userRolePart = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
 // and a Warning Event with the reason UserRoleInvalid, and retried with
 // backoff.
 func userRoleErrorf(format string, args ...any) error {
-	return reason.Invalid(kaov1.UserRoleInvalidReason, format, args...)
+	return reason.Failed(kaov1.UserRoleInvalidReason, format, args...)
 }
 
 // userRole is a user role read for a run.

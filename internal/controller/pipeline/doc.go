@@ -8,8 +8,8 @@
 //     (internal/inventory) and the bundle, then buildRunSpec, a pure function
 //     (its goldens are in the kind packages' testdata/runspec).
 //  3. A Tracker runs it (one run per object, keyed by UID), RunWithProgress
-//     streams progress into status with a StatusWriter, and runLogs keep
-//     each run's log next to the object.
+//     streams progress into status with a StatusWriter, and RunLogs keep
+//     each run's log next to its KarmadaDeployment (a restore's too).
 //
 // It also holds what the kinds share beyond runs: the names of the entry
 // playbooks, the operator's Options and Policy, etcd access for snapshots

@@ -74,18 +74,18 @@ func (g *Gatherer) EtcdSourceOf(ctx context.Context, kd *kaov1.KarmadaDeployment
 	if err != nil {
 		return nil, reason.Missing("the PKI Secret %s/%s cannot authenticate kao to etcd: %v", kd.Namespace, PKISecretName(kd), err)
 	}
-	src := &EtcdSource{members: ManagedEtcdMembers(kd), tls: cfg}
+	src := &EtcdSource{members: managedEtcdMembers(kd), tls: cfg}
 	if m := kd.Spec.Etcd.Managed; m != nil {
 		src.Version = m.Version
 	}
 	return src, nil
 }
 
-// ManagedEtcdMembers maps the members of a managed etcd to their client
+// managedEtcdMembers maps the members of a managed etcd to their client
 // URLs: the etcd hosts (Binary), or the StatefulSet's pods by their DNS
 // names in the host cluster, which kao's etcd certificates name
 // (Containerized; only resolvable from inside the host cluster).
-func ManagedEtcdMembers(kd *kaov1.KarmadaDeployment) map[string]string {
+func managedEtcdMembers(kd *kaov1.KarmadaDeployment) map[string]string {
 	out := map[string]string{}
 	if kd.Spec.Mode == kaov1.ContainerizedMode {
 		for _, pod := range EtcdMemberNames(kd) {
@@ -99,12 +99,12 @@ func ManagedEtcdMembers(kd *kaov1.KarmadaDeployment) map[string]string {
 	return out
 }
 
-// SnapshotCandidates orders the members a snapshot may come from: healthy
+// snapshotCandidates orders the members a snapshot may come from: healthy
 // followers first, by name (streaming the whole database costs the member
 // disk and network, and every write goes through the leader), then the
 // leader. Without quorum there is none: a member cut off from the majority
 // may miss committed writes.
-func SnapshotCandidates(h probe.EtcdHealth) ([]probe.EtcdMember, error) {
+func snapshotCandidates(h probe.EtcdHealth) ([]probe.EtcdMember, error) {
 	if len(h.Members) == 0 {
 		return nil, errors.New("the deployment lists no etcd members")
 	}
@@ -212,11 +212,11 @@ func (g *Gatherer) SSHTarget(ctx context.Context, eb *kaov1.EtcdBackup, tmp stri
 }
 
 // StreamSnapshot streams a snapshot into the file partial from the first
-// member that gives a complete one (SnapshotCandidates' order) and checks it
+// member that gives a complete one (snapshotCandidates' order) and checks it
 // with etcdutl.
 func StreamSnapshot(ctx context.Context, prober probe.EtcdProber, src *EtcdSource, etcdutl, partial string, lim etcdsnapshot.Limits) (*etcdsnapshot.Saved, probe.EtcdMember, *etcdsnapshot.Status, error) {
 	log := ctrl.LoggerFrom(ctx)
-	candidates, err := SnapshotCandidates(prober.Etcd(ctx, src.members, src.tls))
+	candidates, err := snapshotCandidates(prober.Etcd(ctx, src.members, src.tls))
 	if err != nil {
 		return nil, probe.EtcdMember{}, nil, err
 	}

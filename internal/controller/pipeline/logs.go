@@ -16,10 +16,10 @@ import (
 	"github.com/kao-io/kao/internal/runner"
 )
 
-// runLogs keeps the logs of ended runs: a ConfigMap per run next to the
+// RunLogs keeps the logs of ended runs: a ConfigMap per run next to the
 // deployment, and the run directories in the state directory, each down to
 // the newest Retention.
-type runLogs struct {
+type RunLogs struct {
 	// Client writes the ConfigMaps; APIReader lists them.
 	Client    client.Client
 	APIReader client.Reader
@@ -39,7 +39,7 @@ func logConfigMapName(kd *kaov1.KarmadaDeployment, runID string) string {
 // Read it with:
 //
 //	kubectl get configmap NAME -o jsonpath='{.binaryData.ansible\.log\.gz}' | base64 -d | gunzip
-func (r *runLogs) storeRunLog(ctx context.Context, kd *kaov1.KarmadaDeployment, runID string, log []byte) (string, error) {
+func (r *RunLogs) storeRunLog(ctx context.Context, kd *kaov1.KarmadaDeployment, runID string, log []byte) (string, error) {
 	data, err := runner.Gzip(log)
 	for err == nil && len(data) > maxLogConfigMapBytes && len(log) > 1024 {
 		log = log[len(log)/2:] // keep the newest half
@@ -66,7 +66,7 @@ func (r *runLogs) storeRunLog(ctx context.Context, kd *kaov1.KarmadaDeployment, 
 }
 
 // pruneRunLogs deletes all but the newest LogRetention run logs of a deployment.
-func (r *runLogs) pruneRunLogs(ctx context.Context, kd *kaov1.KarmadaDeployment) error {
+func (r *RunLogs) pruneRunLogs(ctx context.Context, kd *kaov1.KarmadaDeployment) error {
 	list := &corev1.ConfigMapList{}
 	if err := r.APIReader.List(ctx, list, client.InNamespace(kd.Namespace),
 		client.MatchingLabels{kaov1.DeploymentUIDLabel: string(kd.UID)}); err != nil {
@@ -82,7 +82,7 @@ func (r *runLogs) pruneRunLogs(ctx context.Context, kd *kaov1.KarmadaDeployment)
 	return errors.Join(errs...)
 }
 
-func (r *runLogs) logRetention() int {
+func (r *RunLogs) logRetention() int {
 	if r.Retention > 0 {
 		return r.Retention
 	}
@@ -92,7 +92,7 @@ func (r *runLogs) logRetention() int {
 // KeepRunLog stores a finished run's log next to the deployment and prunes
 // old run directories; failures are logged, never fatal to recording the
 // run. It returns the log's ConfigMap name, empty when it was not stored.
-func (r *runLogs) KeepRunLog(ctx context.Context, log logr.Logger, kd *kaov1.KarmadaDeployment, runID string, data []byte) string {
+func (r *RunLogs) KeepRunLog(ctx context.Context, log logr.Logger, kd *kaov1.KarmadaDeployment, runID string, data []byte) string {
 	name, err := r.storeRunLog(ctx, kd, runID, data)
 	if err != nil {
 		log.Error(err, "Storing the run log")

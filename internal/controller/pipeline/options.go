@@ -24,7 +24,7 @@ type Options struct {
 	LogRetention int
 	// MaxConcurrentReconciles bounds parallel reconciles per kind.
 	MaxConcurrentReconciles int
-	// ProbeInterval is how often installed control planes are probed; defaultProbeInterval when zero.
+	// ProbeInterval is how often installed control planes are probed; the KarmadaDeployment controller's default when zero.
 	ProbeInterval time.Duration
 	// UserRolesDir is the directory user roles given by path
 	// (spec.addons.userRoles[].path) must lie under; empty refuses them all.
@@ -47,6 +47,6 @@ type Options struct {
 
 // Logs keeps the logs of a deployment's ended runs, with the operator's
 // retention.
-func (o Options) Logs(c client.Client, reader client.Reader) *runLogs {
-	return &runLogs{Client: c, APIReader: reader, StateDir: o.StateDir, Retention: o.LogRetention}
+func (o Options) Logs(c client.Client, reader client.Reader) *RunLogs {
+	return &RunLogs{Client: c, APIReader: reader, StateDir: o.StateDir, Retention: o.LogRetention}
 }

@@ -24,9 +24,10 @@ import (
 // under way while it removes files.
 type Sweep struct {
 	stateDir string
-	// Reader lists the objects the operator watches (the manager's cache).
+	// reader lists the objects the operator watches (the manager's cache).
 	reader client.Reader
-	Done   chan struct{}
+	// Done is closed when the sweep has ended.
+	Done chan struct{}
 }
 
 // NewSweep makes the sweep of a state directory; SetupAll adds it to the

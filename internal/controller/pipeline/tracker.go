@@ -54,10 +54,10 @@ type Tracker struct {
 	runs map[types.UID]*ActiveRun
 	// ended remembers the last run this process ended per object, to tell a
 	// cache that has not seen the run's recorded end from a run another
-	// process left unfinished. forget drops it when the object goes.
+	// process left unfinished. Forget drops it when the object goes.
 	ended map[types.UID]endedRun
 	wg    sync.WaitGroup
-	// Sweep runs before the tracker accepts runs; nil when there is none.
+	// sweep runs before the tracker accepts runs; nil when there is none.
 	sweep *Sweep
 
 	// Finished receives an object when its run ends, so it is reconciled

@@ -41,7 +41,7 @@ type Error struct {
 	Message string
 	// Kind is what kao does next.
 	Kind Kind
-	// After is how soon a Wait looks again; zero leaves it to the controller.
+	// After is how soon a Wait looks again (DefaultWait when not positive).
 	After time.Duration
 	// Cause is for errors.Is (ErrSecretMissing); it is never shown.
 	Cause error
@@ -68,13 +68,21 @@ func SecretMissing(format string, args ...any) *Error {
 	return e
 }
 
-// Invalid is a Retry with a reason other than PrerequisitesMissing.
-func Invalid(reason, format string, args ...any) *Error {
+// Failed is a Retry with a reason other than PrerequisitesMissing: a host
+// cluster kao could not reach, a user role it cannot use, a downgrade.
+func Failed(reason, format string, args ...any) *Error {
 	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...), Kind: Retry}
 }
 
-// Pending is a Wait: nothing failed, and kao looks again after.
+// DefaultWait is how soon a Wait with no After of its own looks again.
+const DefaultWait = 5 * time.Second
+
+// Pending is a Wait: nothing failed, and kao looks again after (DefaultWait
+// when after is not positive, so a wait never stalls).
 func Pending(reason string, after time.Duration, format string, args ...any) *Error {
+	if after <= 0 {
+		after = DefaultWait
+	}
 	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...), Kind: Wait, After: after}
 }
 

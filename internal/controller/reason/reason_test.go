@@ -20,7 +20,7 @@ func TestConstructors(t *testing.T) {
 	}{
 		{Missing("Secret %s/%s does not exist", "ns", "s"), kaov1.PrerequisitesMissingReason, Retry, 0, false, "Secret ns/s does not exist"},
 		{SecretMissing("no key %q", "k"), kaov1.PrerequisitesMissingReason, Retry, 0, true, `no key "k"`},
-		{Invalid(kaov1.UserRoleInvalidReason, "bad role"), kaov1.UserRoleInvalidReason, Retry, 0, false, "bad role"},
+		{Failed(kaov1.UserRoleInvalidReason, "bad role"), kaov1.UserRoleInvalidReason, Retry, 0, false, "bad role"},
 		{Pending(kaov1.ExposurePendingReason, 5*time.Second, "no address"), kaov1.ExposurePendingReason, Wait, 5 * time.Second, false, "no address"},
 		{Refused(kaov1.ChecksumMismatchReason, "mismatch"), kaov1.ChecksumMismatchReason, Refuse, 0, false, "mismatch"},
 	}
@@ -32,6 +32,12 @@ func TestConstructors(t *testing.T) {
 		if got := errors.Is(e, ErrSecretMissing); got != c.secretMissing {
 			t.Errorf("%q: errors.Is(ErrSecretMissing) = %v", e.Message, got)
 		}
+	}
+}
+
+func TestAWaitAlwaysLooksAgain(t *testing.T) {
+	if got := Pending(kaov1.WaitingForRunReason, 0, "busy").After; got != DefaultWait {
+		t.Errorf("a Wait without After looks again after %s, want %s", got, DefaultWait)
 	}
 }
 
