@@ -207,11 +207,20 @@ func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
 		if hc == nil {
 			hc = &kaov1.HostClusterSpec{}
 		}
+		namespace, dnsDomain := hc.Namespace, hc.DNSDomain
+		if namespace == "" {
+			namespace = defaultHostClusterNS
+		}
+		if dnsDomain == "" {
+			dnsDomain = defaultHostClusterDNS
+		}
 		v["kao_host_cluster"] = map[string]any{
-			"namespace":     str(hc.Namespace, defaultHostClusterNS),
-			"dns_domain":    str(hc.DNSDomain, defaultHostClusterDNS),
-			"in_cluster":    hc.InCluster,
-			"affinity_json": jsonVar(hc.Affinity),
+			"namespace":  str(hc.Namespace, defaultHostClusterNS),
+			"dns_domain": str(hc.DNSDomain, defaultHostClusterDNS),
+			// The DNS suffix of the namespace's Services, <namespace>.svc.<domain>.
+			"service_domain": unsafe(namespace + ".svc." + dnsDomain),
+			"in_cluster":     hc.InCluster,
+			"affinity_json":  jsonVar(hc.Affinity),
 		}
 		v["kao_image_pull_secret"] = str(spec.Artifacts.ImagePullSecretName, "")
 	}
