@@ -152,6 +152,7 @@ func Build(kd *kaov1.KarmadaDeployment, opts Options) (*Inventory, error) {
 	if _, set := inv.allVars["kao_api_endpoint"]; !set && opts.APIEndpoint != "" {
 		inv.allVars["kao_api_endpoint"] = unsafe(opts.APIEndpoint)
 	}
+	inv.allVars["kao_members"] = membersVar(kd.Spec.Members, opts)
 	if hc, ok := inv.allVars["kao_host_cluster"].(map[string]any); ok && opts.HostClusterKubeconfigPath != "" {
 		hc["kubeconfig"] = unsafe(opts.HostClusterKubeconfigPath)
 	}

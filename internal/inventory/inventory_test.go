@@ -480,6 +480,7 @@ var ourLiterals = map[string]bool{
 	defaultSSHUser: true, defaultServiceSubnet: true, defaultServiceType: true, defaultEtcdDataDir: true,
 	defaultEtcdKeyPrefix: true, defaultEtcdStorageType: true, defaultEtcdStorageSize: true,
 	defaultHostClusterNS: true, defaultHostClusterDNS: true,
+	addressTypeIPv4: true, addressTypeIPv6: true, addressTypeFQDN: true,
 }
 
 // allowedVariables are the only variable names that are not kao_ variables.
@@ -605,5 +606,42 @@ func TestUpgradeGroupsHoldTheHostsTheOperatorNames(t *testing.T) {
 	if _, err := Build(cz, Options{Upgrade: map[string][]string{GroupUpgradeWebhook: {"cp-1"}}}); err == nil ||
 		!strings.Contains(err.Error(), "a Containerized upgrade moves only host_cluster") {
 		t.Errorf("a Containerized upgrade group naming another host: %v", err)
+	}
+}
+
+func TestHostGroupAddressesAndType(t *testing.T) {
+	for _, tc := range []struct {
+		name      string   // what the case proves
+		addresses []string // the apiServer hosts' addresses, in name order
+		wantType  string   // the EndpointSlice addressType the roles were given
+		wantURL   []string // the addresses as URL hosts
+	}{
+		{name: "no hosts count as IPv4", wantType: addressTypeIPv4},
+		{name: "IPv4 only", addresses: []string{"192.0.2.1", "192.0.2.2"}, wantType: addressTypeIPv4, wantURL: []string{"192.0.2.1", "192.0.2.2"}},
+		{name: "IPv6 only, bracketed in URLs", addresses: []string{"2001:db8::1"}, wantType: addressTypeIPv6, wantURL: []string{"[2001:db8::1]"}},
+		{name: "a DNS name makes FQDN", addresses: []string{"192.0.2.1", "cp.example.com"}, wantType: addressTypeFQDN, wantURL: []string{"192.0.2.1", "cp.example.com"}},
+		{name: "IPv4 and IPv6 mixed make FQDN", addresses: []string{"192.0.2.1", "2001:db8::1"}, wantType: addressTypeFQDN, wantURL: []string{"192.0.2.1", "[2001:db8::1]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &kaov1.KarmadaDeploymentSpec{Mode: kaov1.BinaryMode}
+			for i, a := range tc.addresses {
+				spec.Hosts = append(spec.Hosts, kaov1.Host{Name: fmt.Sprintf("h%d", i), Address: a,
+					Roles: []kaov1.HostRole{kaov1.APIServerRole, kaov1.EtcdRole}})
+			}
+			got := hostGroupVars(spec, kaov1.APIServerRole)
+			if got["address_type"] != tc.wantType {
+				t.Errorf("address_type = %v, want %s", got["address_type"], tc.wantType)
+			}
+			if n := len(got["addresses"].([]any)); n != len(tc.addresses) {
+				t.Errorf("%d addresses, want %d", n, len(tc.addresses))
+			}
+			var urls []string
+			for _, h := range hostsWithRole(spec, kaov1.EtcdRole) {
+				urls = append(urls, urlHost(h.Address))
+			}
+			if !slices.Equal(urls, tc.wantURL) {
+				t.Errorf("URL hosts = %v, want %v", urls, tc.wantURL)
+			}
+		})
 	}
 }

@@ -3,9 +3,11 @@ package inventory
 import (
 	"encoding/json"
 	"net"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 )
@@ -34,6 +36,10 @@ const (
 	// playbookPythonTemplate makes local hosts use the Python that runs ansible-playbook.
 	playbookPythonTemplate = "{{ ansible_playbook_python }}"
 	becomeMethodSudo       = "sudo"
+	// The addressType values of an EndpointSlice.
+	addressTypeIPv4 = "IPv4"
+	addressTypeIPv6 = "IPv6"
+	addressTypeFQDN = "FQDN"
 )
 
 // str wraps s as an unsafe string, or returns def (our own literal) when s is empty.
@@ -163,6 +169,8 @@ func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
 		"kao_api_service_subnet":   str(spec.APIServer.ServiceSubnet, defaultServiceSubnet),
 		"kao_image_registry":       str(spec.Artifacts.ImageRegistry, ""),
 		"kao_etcd":                 etcdVars(spec, containerized),
+		"kao_apiserver_hosts":      hostGroupVars(spec, kaov1.APIServerRole),
+		"kao_control_plane_hosts":  hostGroupVars(spec, kaov1.ControlPlaneRole),
 		"kao_components": map[string]any{
 			"apiserver":               componentVars(spec.APIServer.ComponentSpec, kubeVersion, containerized),
 			"aggregated_apiserver":    componentVars(spec.Components.AggregatedAPIServer, karmadaVersion, containerized),
@@ -199,11 +207,20 @@ func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
 		if hc == nil {
 			hc = &kaov1.HostClusterSpec{}
 		}
+		namespace, dnsDomain := hc.Namespace, hc.DNSDomain
+		if namespace == "" {
+			namespace = defaultHostClusterNS
+		}
+		if dnsDomain == "" {
+			dnsDomain = defaultHostClusterDNS
+		}
 		v["kao_host_cluster"] = map[string]any{
-			"namespace":     str(hc.Namespace, defaultHostClusterNS),
-			"dns_domain":    str(hc.DNSDomain, defaultHostClusterDNS),
-			"in_cluster":    hc.InCluster,
-			"affinity_json": jsonVar(hc.Affinity),
+			"namespace":  str(hc.Namespace, defaultHostClusterNS),
+			"dns_domain": str(hc.DNSDomain, defaultHostClusterDNS),
+			// The DNS suffix of the namespace's Services, <namespace>.svc.<domain>.
+			"service_domain": unsafe(namespace + ".svc." + dnsDomain),
+			"in_cluster":     hc.InCluster,
+			"affinity_json":  jsonVar(hc.Affinity),
 		}
 		v["kao_image_pull_secret"] = str(spec.Artifacts.ImagePullSecretName, "")
 	}
@@ -259,6 +276,14 @@ func etcdVars(spec *kaov1.KarmadaDeploymentSpec, containerized bool) map[string]
 		"purge_data_on_delete": m.PurgeDataOnDelete,
 		"extra_args":           argVars(m.ExtraArgs),
 	}
+	// The hosts of the etcd group, in its order (none in Containerized mode,
+	// whose members are pods): the roles build the initial cluster and the
+	// API servers' --etcd-servers from them.
+	members := []any{}
+	for _, h := range hostsWithRole(spec, kaov1.EtcdRole) {
+		members = append(members, map[string]any{"name": unsafe(h.Name), "url_host": unsafe(urlHost(h.Address))})
+	}
+	out["members"] = members
 	if containerized {
 		replicas := defaultReplicas
 		if m.Replicas != nil {
@@ -329,6 +354,74 @@ func argVars(args []kaov1.Arg) []any {
 	out := make([]any, 0, len(sorted))
 	for _, a := range sorted {
 		out = append(out, map[string]any{"name": unsafe(a.Name), "value": str(a.Value, "")})
+	}
+	return out
+}
+
+// hostsWithRole are the spec.hosts with role r in name order, the order of
+// their inventory group (a Containerized deployment has none).
+func hostsWithRole(spec *kaov1.KarmadaDeploymentSpec, r kaov1.HostRole) []kaov1.Host {
+	if spec.Mode != kaov1.BinaryMode {
+		return nil
+	}
+	var out []kaov1.Host
+	for _, h := range spec.Hosts {
+		if slices.Contains(h.Roles, r) {
+			out = append(out, h)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// urlHost is an address as the host part of a URL: an IPv6 address (any
+// address with a colon) in brackets.
+func urlHost(address string) string {
+	if strings.Contains(address, ":") {
+		return "[" + address + "]"
+	}
+	return address
+}
+
+// ipv4Pattern is what the roles took for an IPv4 address: four dot-separated
+// groups of one to three digits.
+var ipv4Pattern = regexp.MustCompile(`^[0-9]{1,3}([.][0-9]{1,3}){3}$`)
+
+// hostGroupVars are the addresses of the hosts with role r, in their group's
+// order, and the addressType of an EndpointSlice of them: IPv4 when every
+// address is one (so also when there is none), IPv6 when every address has a
+// colon, FQDN otherwise.
+func hostGroupVars(spec *kaov1.KarmadaDeploymentSpec, r kaov1.HostRole) map[string]any {
+	addresses := []any{}
+	allIPv4, allIPv6 := true, true
+	for _, h := range hostsWithRole(spec, r) {
+		addresses = append(addresses, unsafe(h.Address))
+		allIPv4 = allIPv4 && ipv4Pattern.MatchString(h.Address)
+		allIPv6 = allIPv6 && strings.Contains(h.Address, ":")
+	}
+	addressType := addressTypeFQDN
+	switch {
+	case allIPv4:
+		addressType = addressTypeIPv4
+	case allIPv6:
+		addressType = addressTypeIPv6
+	}
+	return map[string]any{"addresses": addresses, "address_type": addressType}
+}
+
+// membersVar is kao_members: the spec.members in name order, each with its
+// kubeconfig on the controller (when the runner wrote one) and its context
+// ("" for either when unset).
+func membersVar(members []kaov1.MemberSpec, opts Options) []any {
+	sorted := slices.Clone(members)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	out := []any{}
+	for _, m := range sorted {
+		kubeconfig := any("")
+		if opts.MemberKubeconfigPath != nil {
+			kubeconfig = str(opts.MemberKubeconfigPath(m.Name), "")
+		}
+		out = append(out, map[string]any{"name": unsafe(m.Name), "kubeconfig": kubeconfig, "context": str(m.Context, "")})
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/members"
 )
@@ -104,7 +105,7 @@ func (a *pullAgent) restarts() int { return a.earlier + a.current() }
 // template reads an annotation of the agent Deployment's Pod template.
 func (a *pullAgent) template(t *testing.T, annotation string) string {
 	t.Helper()
-	out, err := members.Kubectl(context.Background(), a.kubectl, a.memberKubeconfig, "-n", "karmada-system", "get", "deployment", "karmada-agent",
+	out, err := testenv.Kubectl(context.Background(), a.kubectl, a.memberKubeconfig, "-n", "karmada-system", "get", "deployment", "karmada-agent",
 		"-o", "jsonpath={.spec.template.metadata.annotations."+strings.ReplaceAll(annotation, ".", "\\.")+"}")
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +223,7 @@ spec:
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		out, err := members.Kubectl(ctx, kubectlBin, pushB, "-n", "e2e-apps", "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+		out, err := testenv.Kubectl(ctx, kubectlBin, pushB, "-n", "e2e-apps", "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
 		if err == nil && out == "registry.dc1.example:5000/web:1" {
 			break
 		}
@@ -256,7 +257,7 @@ spec:
 	if err := os.WriteFile(pushA, clusters[0].Kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := members.Kubectl(ctx, kubectlBin, pushA, "get", "serviceaccounts", "-A", "-o", "name"); strings.Contains(out, "karmada-push-a") || strings.Contains(out, "karmada-impersonator") {
+	if out, _ := testenv.Kubectl(ctx, kubectlBin, pushA, "get", "serviceaccounts", "-A", "-o", "name"); strings.Contains(out, "karmada-push-a") || strings.Contains(out, "karmada-impersonator") {
 		t.Errorf("the unjoin left kao's service accounts in push-a: %s", out)
 	}
 	if get(t, kd).Status.ReadyMembers != "3/3" {
@@ -278,12 +279,12 @@ func checkAccessRevoked(t *testing.T, pushKubeconfigs []string, agent *pullAgent
 	t.Helper()
 	ctx := context.Background()
 	for _, kc := range pushKubeconfigs {
-		out, err := members.Kubectl(ctx, agent.kubectl, kc, "get", "namespace", "karmada-cluster", "--ignore-not-found", "-o", "name")
+		out, err := testenv.Kubectl(ctx, agent.kubectl, kc, "get", "namespace", "karmada-cluster", "--ignore-not-found", "-o", "name")
 		if err != nil || strings.TrimSpace(out) != "" {
 			t.Errorf("after the deletion a Push member keeps %q (%v): Karmada's access was not revoked", out, err)
 		}
 	}
-	out, err := members.Kubectl(ctx, agent.kubectl, agent.memberKubeconfig, "-n", "karmada-system", "get", "deployment/karmada-agent", "secret/karmada-kubeconfig",
+	out, err := testenv.Kubectl(ctx, agent.kubectl, agent.memberKubeconfig, "-n", "karmada-system", "get", "deployment/karmada-agent", "secret/karmada-kubeconfig",
 		"--ignore-not-found", "-o", "name")
 	if err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("after the deletion the Pull member keeps %q (%v): karmada-agent's access was not revoked", out, err)

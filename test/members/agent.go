@@ -1,7 +1,6 @@
 package members
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -15,26 +14,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kao-io/kao/internal/testenv"
 )
 
 // This file plays a Pull member's kubelet for tests: the member has no
 // nodes, so the karmada-agent Deployment kao created never gets a Pod; the
 // test runs the bundle's karmada-agent binary with the Deployment's command
 // line and the Secret's kubeconfig instead.
-
-// Kubectl runs kubectl with kubeconfig and returns its stdout; the error
-// carries stderr.
-func Kubectl(ctx context.Context, bin, kubeconfig string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
-}
 
 // closedPort returns a loopback port nothing listens on right now.
 func closedPort(t testing.TB) int {
@@ -69,7 +56,7 @@ type agentDeployment struct {
 // from a Pull member: the image, the command line and the kubeconfig.
 func ReadAgent(ctx context.Context, t testing.TB, kubectl, memberKubeconfig string) (image string, command []string, agentKubeconfig []byte) {
 	t.Helper()
-	out, err := Kubectl(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "deployment", "karmada-agent", "-o", "json")
+	out, err := testenv.Kubectl(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "deployment", "karmada-agent", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +68,7 @@ func ReadAgent(ctx context.Context, t testing.TB, kubectl, memberKubeconfig stri
 		t.Fatalf("karmada-agent has %d containers, want 1", n)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	data, err := Kubectl(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "secret", "karmada-kubeconfig",
+	data, err := testenv.Kubectl(ctx, kubectl, memberKubeconfig, "-n", "karmada-system", "get", "secret", "karmada-kubeconfig",
 		"-o", "jsonpath={.data.karmada-kubeconfig}")
 	if err != nil {
 		t.Fatal(err)

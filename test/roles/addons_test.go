@@ -13,6 +13,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/pki"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/members"
 )
@@ -60,7 +61,7 @@ func TestKarmadaAddons(t *testing.T) {
 	admin := a.writeFile(t, "admin.kubeconfig", kc)
 	k := func(t *testing.T, args ...string) (string, error) {
 		t.Helper()
-		return runKubectl(ctx, kubectl, admin, args...)
+		return testenv.Kubectl(ctx, kubectl, admin, args...)
 	}
 	kOK := func(t *testing.T, args ...string) string {
 		t.Helper()
@@ -88,19 +89,12 @@ func TestKarmadaAddons(t *testing.T) {
 	estimator := "karmada-scheduler-estimator-" + addonMember
 	allServices := append(slices.Clone(addonServices), estimator)
 
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
-
-	step("installs the control plane", func(t *testing.T) {
+	testenv.Step(t, "installs the control plane", func(t *testing.T) {
 		a.playbookLong(t, enabledInv, vars, testdataPath(t, "aggregated-install.yml")).mustSucceed(t, apiHosts[0].Name)
 		a.playbookLong(t, enabledInv, vars, testdataPath(t, "controllers-install.yml")).mustSucceed(t, cp.Name)
 	})
 
-	step("installs every addon on the control-plane host", func(t *testing.T) {
+	testenv.Step(t, "installs every addon on the control-plane host", func(t *testing.T) {
 		start := time.Now()
 		r := a.playbookLong(t, enabledInv, vars, testdataPath(t, "addons-install.yml"))
 		r.mustSucceed(t, cp.Name)
@@ -143,7 +137,7 @@ func TestKarmadaAddons(t *testing.T) {
 		}
 	})
 
-	step("karmada-apiserver serves the addons' APIs", func(t *testing.T) {
+	testenv.Step(t, "karmada-apiserver serves the addons' APIs", func(t *testing.T) {
 		for _, path := range []string{
 			"/apis/search.karmada.io/v1alpha1",
 			"/apis/metrics.k8s.io/v1beta1",
@@ -176,7 +170,7 @@ spec:
 		kOK(t, "delete", "resourceregistry", "kao-probe")
 	})
 
-	step("the descheduler and the estimator are healthy", func(t *testing.T) {
+	testenv.Step(t, "the descheduler and the estimator are healthy", func(t *testing.T) {
 		for _, url := range []string{"http://127.0.0.1:10358/healthz", "http://127.0.0.1:10600/healthz"} {
 			out, err := dc.Run(ctx, cp.Name, `python3 -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' `+url)
 			if err != nil || strings.TrimSpace(out) != "ok" {
@@ -192,7 +186,7 @@ spec:
 		}
 	})
 
-	step("the estimator serves gRPC over mutual TLS with kao's certificates", func(t *testing.T) {
+	testenv.Step(t, "the estimator serves gRPC over mutual TLS with kao's certificates", func(t *testing.T) {
 		addr := net.JoinHostPort(cp.Address, "10400")
 		cert, err := tls.X509KeyPair(b[pki.CertFile(pki.EstimatorClient)], b[pki.KeyFile(pki.EstimatorClient)])
 		if err != nil {
@@ -222,7 +216,7 @@ spec:
 		}
 	})
 
-	step("karmada-scheduler connects to the member's estimator", func(t *testing.T) {
+	testenv.Step(t, "karmada-scheduler connects to the member's estimator", func(t *testing.T) {
 		argv := processArgv(ctx, t, dc, cp.Name, "karmada-scheduler")
 		for _, want := range []string{"--enable-scheduler-estimator=true", "--scheduler-estimator-port=10352",
 			"--scheduler-estimator-cert-file=/etc/karmada/controllers/pki/karmada-scheduler-estimator-client.crt"} {
@@ -250,7 +244,7 @@ spec:
 		kOK(t, "delete", "cluster", addonMember, "--wait=false")
 	})
 
-	step("a second run changes nothing", func(t *testing.T) {
+	testenv.Step(t, "a second run changes nothing", func(t *testing.T) {
 		r := a.playbookLong(t, enabledInv, vars, testdataPath(t, "addons-install.yml"))
 		r.mustSucceed(t, cp.Name)
 		if r.recap[cp.Name].Changed != 0 {
@@ -258,7 +252,7 @@ spec:
 		}
 	})
 
-	step("disabling the addons removes them", func(t *testing.T) {
+	testenv.Step(t, "disabling the addons removes them", func(t *testing.T) {
 		r := a.playbookLong(t, disabledInv, vars, testdataPath(t, "addons-install.yml"))
 		r.mustSucceed(t, cp.Name)
 		a.playbookLong(t, disabledInv, vars, testdataPath(t, "controllers-install.yml")).mustSucceed(t, cp.Name)

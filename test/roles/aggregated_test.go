@@ -1,9 +1,7 @@
 package roles
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kao-io/kao/internal/pki"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -48,28 +47,8 @@ func TestAggregatedAPIServer(t *testing.T) {
 		}
 		kubeconfigs[i] = a.writeFile(t, "admin-"+h.Name+".kubeconfig", kc)
 	}
-	// kubectlRun runs the bundle's kubectl against the i-th API server and
-	// returns its combined output.
-	kubectlRun := func(t *testing.T, i int, args ...string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfigs[i]}, args...)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("kubectl %s against %s: %v\n%s", strings.Join(args, " "), apiHosts[i].Name, err, out.String())
-		}
-		return out.String()
-	}
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
 
-	step("installs the aggregated API server and Karmada's objects", func(t *testing.T) {
+	testenv.Step(t, "installs the aggregated API server and Karmada's objects", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, install)
 		r.mustSucceed(t, names...)
 		for _, task := range []string{
@@ -82,18 +61,18 @@ func TestAggregatedAPIServer(t *testing.T) {
 		}
 	})
 
-	step("serves Karmada's APIs through both API servers", func(t *testing.T) {
+	testenv.Step(t, "serves Karmada's APIs through both API servers", func(t *testing.T) {
 		for i, h := range apiHosts {
-			resources := strings.Fields(kubectlRun(t, i, "api-resources", "-o", "name"))
+			resources := strings.Fields(testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[i], "api-resources", "-o", "name"))
 			for _, want := range []string{"clusters.cluster.karmada.io", "propagationpolicies.policy.karmada.io", "resourcebindings.work.karmada.io"} {
 				if !slices.Contains(resources, want) {
 					t.Errorf("%s: kubectl api-resources does not list %s: %q", h.Name, want, resources)
 				}
 			}
-			if out := kubectlRun(t, i, "get", "clusters"); !strings.Contains(out, "No resources found") {
+			if out := testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[i], "get", "clusters"); !strings.Contains(out, "No resources found") {
 				t.Errorf("%s: kubectl get clusters says %q, want No resources found", h.Name, out)
 			}
-			avail := kubectlRun(t, i, "get", "apiservice", "v1alpha1.cluster.karmada.io",
+			avail := testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[i], "get", "apiservice", "v1alpha1.cluster.karmada.io",
 				"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
 			if avail != "True" {
 				t.Errorf("%s: APIService v1alpha1.cluster.karmada.io Available=%q, want True", h.Name, avail)
@@ -102,22 +81,22 @@ func TestAggregatedAPIServer(t *testing.T) {
 		// The Cluster API lists every apiServer host on the aggregated
 		// API server's port, and the APIService trusts kao's CA, not any
 		// certificate.
-		addrs := kubectlRun(t, 0, "-n", "karmada-system", "get", "endpointslice", "karmada-aggregated-apiserver-hosts",
+		addrs := testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[0], "-n", "karmada-system", "get", "endpointslice", "karmada-aggregated-apiserver-hosts",
 			"-o", "jsonpath={.endpoints[*].addresses[0]} {.ports[0].port}")
 		if want := apiHosts[0].Address + " " + apiHosts[1].Address + " 7443"; addrs != want {
 			t.Errorf("the EndpointSlice lists %q, want %q", addrs, want)
 		}
-		spec := kubectlRun(t, 0, "get", "apiservice", "v1alpha1.cluster.karmada.io",
+		spec := testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[0], "get", "apiservice", "v1alpha1.cluster.karmada.io",
 			"-o", "jsonpath={.spec.insecureSkipTLSVerify} {.spec.caBundle}")
 		if strings.HasPrefix(spec, "true") || !strings.Contains(spec, " LS0t") {
 			t.Errorf("the APIService does not verify the aggregated API server with a caBundle: %q", spec)
 		}
-		if out := kubectlRun(t, 0, "get", "clusterrolebinding", "cluster-proxy-admin", "-o", "jsonpath={.subjects[0].name}"); out != "system:admin" {
+		if out := testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[0], "get", "clusterrolebinding", "cluster-proxy-admin", "-o", "jsonpath={.subjects[0].name}"); out != "system:admin" {
 			t.Errorf("cluster-proxy-admin binds %q, want system:admin", out)
 		}
 	})
 
-	step("runs the aggregated API server only on the apiServer hosts", func(t *testing.T) {
+	testenv.Step(t, "runs the aggregated API server only on the apiServer hosts", func(t *testing.T) {
 		argv := processArgv(ctx, t, dc, apiHosts[0].Name, "karmada-aggregated-apiserver")
 		for _, want := range []string{
 			"--secure-port=7443",
@@ -136,10 +115,10 @@ func TestAggregatedAPIServer(t *testing.T) {
 		}
 	})
 
-	step("an apply routes only to the hosts whose aggregated API server answers", func(t *testing.T) {
+	testenv.Step(t, "an apply routes only to the hosts whose aggregated API server answers", func(t *testing.T) {
 		resources := absPath(t, filepath.Join("testdata", "aggregated-resources.yml"))
 		ready := func() string {
-			return kubectlRun(t, 0, "-n", "karmada-system", "get", "endpointslice", "karmada-aggregated-apiserver-hosts",
+			return testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[0], "-n", "karmada-system", "get", "endpointslice", "karmada-aggregated-apiserver-hosts",
 				"-o", "jsonpath={range .endpoints[*]}{.addresses[0]}={.conditions.ready} {end}")
 		}
 		down := apiHosts[1]
@@ -152,7 +131,7 @@ func TestAggregatedAPIServer(t *testing.T) {
 		}
 		// Every Cluster API request now reaches the host that serves.
 		for i := range 10 {
-			if out := kubectlRun(t, i%2, "get", "clusters"); !strings.Contains(out, "No resources found") {
+			if out := testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[i%2], "get", "clusters"); !strings.Contains(out, "No resources found") {
 				t.Errorf("kubectl get clusters with %s down: %q", down.Name, out)
 			}
 		}
@@ -175,7 +154,7 @@ func TestAggregatedAPIServer(t *testing.T) {
 		}
 	})
 
-	step("uninstall stops the aggregated API server", func(t *testing.T) {
+	testenv.Step(t, "uninstall stops the aggregated API server", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, uninstall)
 		r.mustSucceed(t, names...)
 		for _, h := range apiHosts {

@@ -20,6 +20,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/pki"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/readiness"
 )
@@ -57,14 +58,7 @@ func TestKarmadaAPIServer(t *testing.T) {
 	kd.Spec.APIServer.FeatureGates = []kaov1.FeatureGate{{Name: "APIResponseCompression", Enabled: false}}
 	inv := a.inventory(t, "inventory.json", kd)
 
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
-
-	step("installs etcd and two API servers", func(t *testing.T) {
+	testenv.Step(t, "installs etcd and two API servers", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, install)
 		r.mustSucceed(t, names...)
 		if !strings.Contains(r.out, "TASK [karmada_apiserver : Karmada apiserver | Wait for karmada-apiserver to be ready]") {
@@ -86,23 +80,13 @@ func TestKarmadaAPIServer(t *testing.T) {
 		}
 		kubeconfigs[i] = a.writeFile(t, "admin-"+h.Name+".kubeconfig", kc)
 	}
-	kubectlRun := func(t *testing.T, i int, args ...string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfigs[i]}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s via %s: %v\n%s", strings.Join(args, " "), apiHosts[i].Name, err, out)
-		}
-		return string(out)
-	}
 
-	step("serves readyz and version on every API server", func(t *testing.T) {
+	testenv.Step(t, "serves readyz and version on every API server", func(t *testing.T) {
 		for i, h := range apiHosts {
 			if got := readyz(ctx, t, client, h); got != "ok" {
 				t.Errorf("%s /readyz says %q, want ok", h.Name, got)
 			}
-			if v := kubectlRun(t, i, "get", "--raw", "/version"); !strings.Contains(v, `"gitVersion": "`+m.Kubernetes+`"`) {
+			if v := testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[i], "get", "--raw", "/version"); !strings.Contains(v, `"gitVersion": "`+m.Kubernetes+`"`) {
 				t.Errorf("%s /version is not %s: %s", h.Name, m.Kubernetes, v)
 			}
 		}
@@ -118,14 +102,14 @@ func TestKarmadaAPIServer(t *testing.T) {
 		}
 	})
 
-	step("shares etcd between the API servers", func(t *testing.T) {
-		kubectlRun(t, 0, "create", "namespace", "kao-shared")
-		if out := kubectlRun(t, 1, "get", "namespace", "kao-shared", "-o", "jsonpath={.metadata.name}"); out != "kao-shared" {
+	testenv.Step(t, "shares etcd between the API servers", func(t *testing.T) {
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[0], "create", "namespace", "kao-shared")
+		if out := testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[1], "get", "namespace", "kao-shared", "-o", "jsonpath={.metadata.name}"); out != "kao-shared" {
 			t.Errorf("%s does not see the namespace created via %s: %q", apiHosts[1].Name, apiHosts[0].Name, out)
 		}
 	})
 
-	step("installs tight modes and no API server on the etcd-only host", func(t *testing.T) {
+	testenv.Step(t, "installs tight modes and no API server on the etcd-only host", func(t *testing.T) {
 		for _, h := range apiHosts {
 			out, err := dc.Run(ctx, h.Name, "stat -c '%n %a %U' /etc/karmada/pki/*.key /etc/karmada/pki/*.crt /etc/karmada/pki/sa.pub; "+
 				"test ! -e /etc/karmada/pki/admin-client.key || echo admin-key-on-host")
@@ -153,7 +137,7 @@ func TestKarmadaAPIServer(t *testing.T) {
 		}
 	})
 
-	step("passes extra args and feature gates literally", func(t *testing.T) {
+	testenv.Step(t, "passes extra args and feature gates literally", func(t *testing.T) {
 		argv := processArgv(ctx, t, dc, apiHosts[0].Name, "karmada-apiserver")
 		for _, want := range []string{
 			"--external-hostname=" + payload,
@@ -172,7 +156,7 @@ func TestKarmadaAPIServer(t *testing.T) {
 		}
 	})
 
-	step("refuses an extra arg the role manages", func(t *testing.T) {
+	testenv.Step(t, "refuses an extra arg the role manages", func(t *testing.T) {
 		bad := apiServerDeployment(hs, apiHosts)
 		bad.Spec.APIServer.ExtraArgs = []kaov1.Arg{{Name: "anonymous-auth", Value: "true"}}
 		r := a.playbook(t, a.inventory(t, "inventory-bad.json", bad), vars, install)
@@ -187,7 +171,7 @@ func TestKarmadaAPIServer(t *testing.T) {
 		}
 	})
 
-	step("rolls renewed certificates out one host at a time, never without a ready API server", func(t *testing.T) {
+	testenv.Step(t, "rolls renewed certificates out one host at a time, never without a ready API server", func(t *testing.T) {
 		req := pki.Request{EtcdHosts: pkiHosts(hs), APIServerHosts: pkiHosts(apiHosts), Endpoint: apiHosts[0].Address + ":5443", Reissue: true}
 		renewed, _, changed, err := pki.Ensure(bundlePKI, req, time.Now())
 		if err != nil {
@@ -236,7 +220,7 @@ func TestKarmadaAPIServer(t *testing.T) {
 		}
 	})
 
-	step("uninstalls", func(t *testing.T) {
+	testenv.Step(t, "uninstalls", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, uninstall)
 		r.mustSucceed(t, names...)
 		for _, h := range apiHosts {

@@ -15,6 +15,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/pki"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -64,43 +65,23 @@ func TestKarmadaControllers(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeconfig := a.writeFile(t, "admin.kubeconfig", kc)
-	// kubectlRun runs the bundle's kubectl against the first API server and
-	// returns its combined output.
-	kubectlRun := func(t *testing.T, args ...string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out.String())
-		}
-		return out.String()
-	}
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
 
-	step("installs etcd and karmada-apiserver", func(t *testing.T) {
+	testenv.Step(t, "installs etcd and karmada-apiserver", func(t *testing.T) {
 		a.playbook(t, inv, vars, base).mustSucceed(t, names...)
 	})
 
-	step("applies Karmada's CRDs and namespace", func(t *testing.T) {
+	testenv.Step(t, "applies Karmada's CRDs and namespace", func(t *testing.T) {
 		crds := t.TempDir()
 		tarball := filepath.Join(bundle, "karmada", m.Karmada, "crds.tar.gz")
 		if out, err := exec.Command("tar", "-xzf", tarball, "-C", crds).CombinedOutput(); err != nil {
 			t.Fatalf("tar -xzf %s: %v\n%s", tarball, err, out)
 		}
-		kubectlRun(t, "apply", "--server-side", "-R", "-f", filepath.Join(crds, "crds", "bases"))
-		kubectlRun(t, "create", "namespace", "karmada-system")
-		kubectlRun(t, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "apply", "--server-side", "-R", "-f", filepath.Join(crds, "crds", "bases"))
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "create", "namespace", "karmada-system")
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 	})
 
-	step("installs the controllers on the control-plane hosts", func(t *testing.T) {
+	testenv.Step(t, "installs the controllers on the control-plane hosts", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, install)
 		r.mustSucceed(t, cpNames...)
 		for _, task := range []string{
@@ -121,7 +102,7 @@ func TestKarmadaControllers(t *testing.T) {
 		}
 	})
 
-	step("runs every controller on both control-plane hosts", func(t *testing.T) {
+	testenv.Step(t, "runs every controller on both control-plane hosts", func(t *testing.T) {
 		for _, h := range cpNames {
 			out, err := dc.Run(ctx, h, "systemctl is-active "+strings.Join(controllerServices, " ")+" || true")
 			if err != nil {
@@ -162,9 +143,9 @@ func TestKarmadaControllers(t *testing.T) {
 		}
 	})
 
-	step("kube-controller-manager issues service-account tokens", func(t *testing.T) {
-		kubectlRun(t, "create", "namespace", "kao-tokens")
-		kubectlRun(t, "-n", "kao-tokens", "create", "serviceaccount", "probe")
+	testenv.Step(t, "kube-controller-manager issues service-account tokens", func(t *testing.T) {
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "create", "namespace", "kao-tokens")
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "-n", "kao-tokens", "create", "serviceaccount", "probe")
 		secret := a.writeFile(t, "token-secret.yaml", []byte(`apiVersion: v1
 kind: Secret
 metadata:
@@ -174,10 +155,10 @@ metadata:
     kubernetes.io/service-account.name: probe
 type: kubernetes.io/service-account-token
 `))
-		kubectlRun(t, "apply", "-f", secret)
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "apply", "-f", secret)
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			token := kubectlRun(t, "-n", "kao-tokens", "get", "secret", "probe-token", "-o", "jsonpath={.data.token}")
+			token := testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "-n", "kao-tokens", "get", "secret", "probe-token", "-o", "jsonpath={.data.token}")
 			if token != "" {
 				break
 			}
@@ -188,20 +169,20 @@ type: kubernetes.io/service-account-token
 		}
 	})
 
-	step("elects leaders", func(t *testing.T) {
+	testenv.Step(t, "elects leaders", func(t *testing.T) {
 		for _, lease := range []struct{ namespace, name string }{
 			{"kube-system", "kube-controller-manager"},
 			{"karmada-system", "karmada-controller-manager"},
 			{"karmada-system", "karmada-scheduler"},
 		} {
-			holder := kubectlRun(t, "-n", lease.namespace, "get", "lease", lease.name, "-o", "jsonpath={.spec.holderIdentity}")
+			holder := testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "-n", lease.namespace, "get", "lease", lease.name, "-o", "jsonpath={.spec.holderIdentity}")
 			if !slices.ContainsFunc(cpNames, func(h string) bool { return strings.HasPrefix(holder, h) }) {
 				t.Errorf("lease %s/%s is held by %q, want one of %v", lease.namespace, lease.name, holder, cpNames)
 			}
 		}
 	})
 
-	step("wires karmada-webhook in and publishes the bootstrap objects", func(t *testing.T) {
+	testenv.Step(t, "wires karmada-webhook in and publishes the bootstrap objects", func(t *testing.T) {
 		// Every task runs once, for the play's first host, on this machine.
 		r := a.playbook(t, inv, vars, resources)
 		r.mustSucceed(t, names[0])
@@ -229,7 +210,7 @@ type: kubernetes.io/service-account-token
 			{"mutatingwebhookconfiguration/mutating-config", 8},
 			{"validatingwebhookconfiguration/validating-config", 14},
 		} {
-			out := kubectlRun(t, "get", c.object, "-o",
+			out := testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "get", c.object, "-o",
 				`jsonpath={range .webhooks[*]}{.clientConfig.service.name}:{.clientConfig.service.port} {.failurePolicy} {.clientConfig.caBundle}{"\n"}{end}`)
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			if len(lines) != c.webhooks {
@@ -243,7 +224,7 @@ type: kubernetes.io/service-account-token
 				}
 			}
 		}
-		addrs := kubectlRun(t, "-n", "karmada-system", "get", "endpointslice", "karmada-webhook-hosts",
+		addrs := testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "-n", "karmada-system", "get", "endpointslice", "karmada-webhook-hosts",
 			"-o", "jsonpath={.endpoints[*].addresses[0]} {.ports[0].port}")
 		if want := cpHosts[0].Address + " " + cpHosts[1].Address + " 8443"; addrs != want {
 			t.Errorf("karmada-webhook's EndpointSlice lists %q, want %q", addrs, want)
@@ -255,8 +236,8 @@ type: kubernetes.io/service-account-token
 		}
 	})
 
-	step("karmada-webhook refuses an invalid PropagationPolicy", func(t *testing.T) {
-		kubectlRun(t, "create", "namespace", webhookTestNamespace)
+	testenv.Step(t, "karmada-webhook refuses an invalid PropagationPolicy", func(t *testing.T) {
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "create", "namespace", webhookTestNamespace)
 		out, err := kubectlOutput(ctx, kubectl, kubeconfig, invalidPolicy, "create", "-f", "-")
 		if err == nil {
 			t.Fatalf("karmada-apiserver stored a PropagationPolicy selecting another namespace:\n%s", out)
@@ -275,12 +256,12 @@ type: kubernetes.io/service-account-token
 		}
 	})
 
-	step("karmada-webhook accepts and defaults a valid PropagationPolicy", func(t *testing.T) {
+	testenv.Step(t, "karmada-webhook accepts and defaults a valid PropagationPolicy", func(t *testing.T) {
 		out, err := kubectlOutput(ctx, kubectl, kubeconfig, validPolicy, "create", "-f", "-")
 		if err != nil {
 			t.Fatalf("karmada-apiserver refused a valid PropagationPolicy: %v\n%s", err, out)
 		}
-		got := kubectlRun(t, "-n", webhookTestNamespace, "get", "propagationpolicy", "kao-valid", "-o",
+		got := testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "-n", webhookTestNamespace, "get", "propagationpolicy", "kao-valid", "-o",
 			`jsonpath={.metadata.labels.propagationpolicy\.karmada\.io/permanent-id}|{.metadata.finalizers}|{.spec.resourceSelectors[0].namespace}`)
 		f := strings.Split(got, "|")
 		if len(f) != 3 || !uuidPattern.MatchString(f[0]) {
@@ -294,9 +275,9 @@ type: kubernetes.io/service-account-token
 		}
 	})
 
-	step("converts bindings through karmada-webhook", func(t *testing.T) {
+	testenv.Step(t, "converts bindings through karmada-webhook", func(t *testing.T) {
 		for _, crd := range []string{"resourcebindings.work.karmada.io", "clusterresourcebindings.work.karmada.io"} {
-			conv := kubectlRun(t, "get", "crd", crd, "-o",
+			conv := testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "get", "crd", crd, "-o",
 				"jsonpath={.spec.conversion.strategy} {.spec.conversion.webhook.clientConfig.service.name} {.spec.conversion.webhook.clientConfig.service.path}")
 			if conv != "Webhook karmada-webhook /convert" {
 				t.Errorf("%s converts with %q, want Webhook karmada-webhook /convert", crd, conv)
@@ -306,20 +287,20 @@ type: kubernetes.io/service-account-token
 			t.Fatalf("creating a ResourceBinding: %v\n%s", err, out)
 		}
 		// Stored as v1alpha2: reading it as v1alpha1 calls /convert.
-		got := kubectlRun(t, "-n", webhookTestNamespace, "get", "resourcebindings.v1alpha1.work.karmada.io", "kao-conversion-probe", "-o",
+		got := testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "-n", webhookTestNamespace, "get", "resourcebindings.v1alpha1.work.karmada.io", "kao-conversion-probe", "-o",
 			`jsonpath={.apiVersion} {.spec.resource.name} {.metadata.labels.resourcebinding\.karmada\.io/permanent-id}`)
 		f := strings.Fields(got)
 		if len(f) != 3 || f[0] != "work.karmada.io/v1alpha1" || f[1] != "nginx" || !uuidPattern.MatchString(f[2]) {
 			t.Errorf("the binding read as v1alpha1 is %q, want work.karmada.io/v1alpha1, its resource and a permanent-id from the mutating webhook", got)
 		}
-		if out := kubectlRun(t, "get", "resourcebindings", "-A"); !strings.Contains(out, "kao-conversion-probe") {
+		if out := testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "get", "resourcebindings", "-A"); !strings.Contains(out, "kao-conversion-probe") {
 			t.Errorf("kubectl get resourcebindings -A does not list the binding:\n%s", out)
 		}
-		kubectlRun(t, "get", "clusterresourcebindings.v1alpha1.work.karmada.io")
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "get", "clusterresourcebindings.v1alpha1.work.karmada.io")
 	})
 
 	anon := anonymousClient(t, bundlePKI)
-	step("serves cluster-info, and only it, to anonymous clients", func(t *testing.T) {
+	testenv.Step(t, "serves cluster-info, and only it, to anonymous clients", func(t *testing.T) {
 		for _, h := range apiHosts {
 			code, body := anonymousGet(ctx, t, anon, apiURL(h)+clusterInfoPath)
 			if code != http.StatusOK {
@@ -344,7 +325,7 @@ type: kubernetes.io/service-account-token
 		}
 	})
 
-	step("bootstrap tokens sign cluster-info and may request agent certificates", func(t *testing.T) {
+	testenv.Step(t, "bootstrap tokens sign cluster-info and may request agent certificates", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 		defer cancel()
 		out, err := exec.CommandContext(ctx, karmadactl, "token", "create", "--print-register-command", "--kubeconfig", kubeconfig).CombinedOutput()
@@ -401,11 +382,11 @@ type: kubernetes.io/service-account-token
 			"clusterrolebinding/system:karmada:agent-autoapprove-certificate-rotation",
 			"clusterrolebinding/system:karmada:agent-rbac-generator",
 		} {
-			kubectlRun(t, "get", name)
+			testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "get", name)
 		}
 	})
 
-	step("refuses an extra arg the role manages", func(t *testing.T) {
+	testenv.Step(t, "refuses an extra arg the role manages", func(t *testing.T) {
 		bad := controllersDeployment(hs, apiHosts, cpHosts)
 		bad.Spec.Components.KubeControllerManager.ExtraArgs = []kaov1.Arg{{Name: "cluster-signing-key-file", Value: "/tmp/other.key"}}
 		r := a.playbook(t, a.inventory(t, "inventory-bad.json", bad), vars, install)
@@ -417,7 +398,7 @@ type: kubernetes.io/service-account-token
 		}
 	})
 
-	step("uninstalls", func(t *testing.T) {
+	testenv.Step(t, "uninstalls", func(t *testing.T) {
 		a.playbook(t, inv, vars, uninstall).mustSucceed(t, cpNames...)
 		for _, h := range cpNames {
 			out, err := dc.Run(ctx, h, "for s in "+strings.Join(controllerServices, " ")+"; do "+
@@ -431,7 +412,7 @@ type: kubernetes.io/service-account-token
 			}
 		}
 		// karmada-apiserver on the shared host is untouched.
-		kubectlRun(t, "get", "--raw", "/readyz")
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "get", "--raw", "/readyz")
 	})
 }
 

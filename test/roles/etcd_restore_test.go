@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -45,12 +46,6 @@ func TestEtcdRestore(t *testing.T) {
 	inv := a.inventory(t, "etcd3.json", kd)
 	vars := a.extraVars(t, "vars.json", map[string]string{"kao_artifacts_dir": bundle, "kao_pki_dir": pki})
 
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
 	run := func(t *testing.T, args ...string) string {
 		t.Helper()
 		out, err := etcdctl(ctx, etcdctlBin, pki, clientURLs(hs), args...)
@@ -104,7 +99,7 @@ func TestEtcdRestore(t *testing.T) {
 		})
 	}
 
-	step("installs and takes a snapshot", func(t *testing.T) {
+	testenv.Step(t, "installs and takes a snapshot", func(t *testing.T) {
 		a.playbook(t, inv, vars, install).mustSucceed(t, names...)
 		run(t, "put", "/kao/restore/kept", "in-the-snapshot")
 		if _, err := etcdctl(ctx, etcdctlBin, pki, clientURLs(hs[:1]), "snapshot", "save", snapshot); err != nil {
@@ -121,7 +116,7 @@ func TestEtcdRestore(t *testing.T) {
 		installedID = clusterID(t)
 	})
 
-	step("restores every member, continuing one cut off between its renames", func(t *testing.T) {
+	testenv.Step(t, "restores every member, continuing one cut off between its renames", func(t *testing.T) {
 		// hs[1] is left as a run of restore t1 cut off after it moved the
 		// data aside and before it put the restored data in place; etcd
 		// keeps its quorum on the other two.
@@ -168,7 +163,7 @@ func TestEtcdRestore(t *testing.T) {
 		}
 	})
 
-	step("runs again without restoring twice", func(t *testing.T) {
+	testenv.Step(t, "runs again without restoring twice", func(t *testing.T) {
 		run(t, "put", "/kao/restore/after", "written-after-the-restore")
 		a.playbook(t, inv, restoreVars(t, "t1"), restore).mustSucceed(t, names...)
 		if got := value(t, "/kao/restore/after"); got != "written-after-the-restore" {
@@ -179,7 +174,7 @@ func TestEtcdRestore(t *testing.T) {
 		}
 	})
 
-	step("refuses a member in a state it cannot have left, before stopping anything", func(t *testing.T) {
+	testenv.Step(t, "refuses a member in a state it cannot have left, before stopping anything", func(t *testing.T) {
 		h := hs[2].Name
 		onHost(t, h, "mkdir /var/lib/karmada-etcd.before-restore-t2 /var/lib/karmada-etcd.restore-t2")
 		r := a.playbook(t, inv, restoreVars(t, "t2"), restore)

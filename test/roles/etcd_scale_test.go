@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -122,28 +123,21 @@ func TestEtcdScale(t *testing.T) {
 		return r
 	}
 
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
-
-	step("installs one member", func(t *testing.T) {
+	testenv.Step(t, "installs one member", func(t *testing.T) {
 		a.playbook(t, withEtcd(1), vars, playbook).mustSucceed(t, names(1)...)
 		checkHealthy(ctx, t, etcdctlBin, pki, hs[:1])
 	})
 
 	w := startWriter(t, pki, clientURLs(hs))
 
-	step("grows to three members, one at a time, while the writer writes", func(t *testing.T) {
+	testenv.Step(t, "grows to three members, one at a time, while the writer writes", func(t *testing.T) {
 		r := scaleTo(t, 1, 3)
 		if n := strings.Count(r.out, "TASK [etcd : Etcd | Join | Promote the new member once it has caught up]"); n != 2 {
 			t.Errorf("the run promoted %d learners, want 2 (one per joining host):\n%s", n, r.out)
 		}
 	})
-	step("grows to five members while the writer writes", func(t *testing.T) { scaleTo(t, 3, 5) })
-	step("shrinks to three members while the writer writes", func(t *testing.T) {
+	testenv.Step(t, "grows to five members while the writer writes", func(t *testing.T) { scaleTo(t, 3, 5) })
+	testenv.Step(t, "shrinks to three members while the writer writes", func(t *testing.T) {
 		r := scaleTo(t, 5, 3)
 		if n := strings.Count(r.out, "TASK [etcd : Etcd | Leave | Remove the member]"); n != 2 {
 			t.Errorf("the run removed members in %d steps, want 2:\n%s", n, r.out)
@@ -155,7 +149,7 @@ func TestEtcdScale(t *testing.T) {
 			}
 		}
 	})
-	step("converges on three members with nothing to change", func(t *testing.T) {
+	testenv.Step(t, "converges on three members with nothing to change", func(t *testing.T) {
 		r := a.playbook(t, withEtcd(3), vars, playbook)
 		r.mustSucceed(t, names(3)...)
 		for _, h := range hs {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -74,13 +75,6 @@ func TestEtcd(t *testing.T) {
 	}
 	inv3 := a.inventory(t, "etcd3.json", etcdDeployment(hs, three))
 
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
-
 	// refused runs the install with a damaged copy of the bundle or PKI and
 	// expects a failure naming the problem, with nothing installed.
 	refused := func(t *testing.T, bundleDir, pkiDir string, wants ...string) {
@@ -108,7 +102,7 @@ func TestEtcd(t *testing.T) {
 	}
 	etcdBins := []string{"etcd/" + m.Etcd + "/bin/etcd", "etcd/" + m.Etcd + "/bin/etcdctl", "etcd/" + m.Etcd + "/bin/etcdutl"}
 
-	step("refuses a corrupted binary", func(t *testing.T) {
+	testenv.Step(t, "refuses a corrupted binary", func(t *testing.T) {
 		bad := copyBundle(t, bundle, etcdBins...)
 		f, err := os.OpenFile(filepath.Join(bad, etcdBins[0]), os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
@@ -123,12 +117,12 @@ func TestEtcd(t *testing.T) {
 		refused(t, bad, pki, etcdBins[0]+" in the artifacts bundle "+bad+" does not match SHA256SUMS", "refusing to install it")
 	})
 
-	step("refuses a bundle without a binary", func(t *testing.T) {
+	testenv.Step(t, "refuses a bundle without a binary", func(t *testing.T) {
 		bad := copyBundle(t, bundle, etcdBins[:2]...)
 		refused(t, bad, pki, "the artifacts bundle "+bad+" has no "+etcdBins[2])
 	})
 
-	step("refuses missing certificates", func(t *testing.T) {
+	testenv.Step(t, "refuses missing certificates", func(t *testing.T) {
 		partial := t.TempDir()
 		entries, err := os.ReadDir(pki)
 		if err != nil {
@@ -142,7 +136,7 @@ func TestEtcd(t *testing.T) {
 		refused(t, bundle, partial, "the PKI directory "+partial+" on the controller has no etcd-peer-"+names[1]+".key")
 	})
 
-	step("installs three members", func(t *testing.T) {
+	testenv.Step(t, "installs three members", func(t *testing.T) {
 		r := a.playbook(t, inv3, vars, install)
 		r.mustSucceed(t, names...)
 		for _, h := range names {
@@ -155,7 +149,7 @@ func TestEtcd(t *testing.T) {
 		}
 	})
 
-	step("serves from every member", func(t *testing.T) {
+	testenv.Step(t, "serves from every member", func(t *testing.T) {
 		checkHealthy(ctx, t, etcdctlBin, pki, hs)
 		out, err := etcdctl(ctx, etcdctlBin, pki, clientURLs(hs), "member", "list", "--write-out=json")
 		if err != nil {
@@ -196,7 +190,7 @@ func TestEtcd(t *testing.T) {
 		}
 	})
 
-	step("installs verified files with tight modes", func(t *testing.T) {
+	testenv.Step(t, "installs verified files with tight modes", func(t *testing.T) {
 		sums, err := os.ReadFile(filepath.Join(bundle, "SHA256SUMS"))
 		if err != nil {
 			t.Fatal(err)
@@ -234,7 +228,7 @@ func TestEtcd(t *testing.T) {
 		}
 	})
 
-	step("passes extra args literally", func(t *testing.T) {
+	testenv.Step(t, "passes extra args literally", func(t *testing.T) {
 		argv := etcdArgv(ctx, t, dc, names[0])
 		if want := "--discovery-srv-name=" + payload; !slices.Contains(argv, want) {
 			t.Errorf("etcd did not get %q; its argv is %q", want, argv)
@@ -247,7 +241,7 @@ func TestEtcd(t *testing.T) {
 		}
 	})
 
-	step("renders the unit", func(t *testing.T) {
+	testenv.Step(t, "renders the unit", func(t *testing.T) {
 		unit, err := dc.Run(ctx, names[0], "cat /etc/systemd/system/karmada-etcd.service")
 		if err != nil {
 			t.Fatal(err)
@@ -260,7 +254,7 @@ func TestEtcd(t *testing.T) {
 		golden(t, "karmada-etcd.service.golden", unit)
 	})
 
-	step("second run changes nothing", func(t *testing.T) {
+	testenv.Step(t, "second run changes nothing", func(t *testing.T) {
 		r := a.playbook(t, inv3, vars, install)
 		r.mustSucceed(t, names...)
 		for _, h := range names {
@@ -270,7 +264,7 @@ func TestEtcd(t *testing.T) {
 		}
 	})
 
-	step("restarts one member at a time", func(t *testing.T) {
+	testenv.Step(t, "restarts one member at a time", func(t *testing.T) {
 		changed := three
 		changed.ExtraArgs = []kaov1.Arg{{Name: "quota-backend-bytes", Value: "8589934592"}, three.ExtraArgs[1]}
 		inv := a.inventory(t, "etcd3-changed.json", etcdDeployment(hs, changed))
@@ -311,7 +305,7 @@ func TestEtcd(t *testing.T) {
 		}
 	})
 
-	step("uninstalls and purges the data", func(t *testing.T) {
+	testenv.Step(t, "uninstalls and purges the data", func(t *testing.T) {
 		r := a.playbook(t, inv3, vars, uninstall)
 		r.mustSucceed(t, names...)
 		for _, h := range names {
@@ -333,7 +327,7 @@ func TestEtcd(t *testing.T) {
 		}
 	})
 
-	step("runs a one-member cluster", func(t *testing.T) {
+	testenv.Step(t, "runs a one-member cluster", func(t *testing.T) {
 		one := kaov1.ManagedEtcd{Version: m.Etcd, DataDir: "/srv/karmada/etcd"}
 		inv1 := a.inventory(t, "etcd1.json", etcdDeployment(hs[:1], one))
 		r := a.playbook(t, inv1, vars, install)
@@ -365,7 +359,7 @@ func TestEtcd(t *testing.T) {
 	// Data kao did not put there for the deployment is neither used nor
 	// purged: another deployment's kept data, and a directory someone else
 	// filled.
-	step("refuses and never purges data it did not make", func(t *testing.T) {
+	testenv.Step(t, "refuses and never purges data it did not make", func(t *testing.T) {
 		other := etcdDeployment(hs[:1], kaov1.ManagedEtcd{Version: m.Etcd, DataDir: "/srv/karmada/etcd", PurgeDataOnDelete: true})
 		other.UID = "7a7a7a7a-0000-4000-8000-000000000002"
 		invOther := a.inventory(t, "etcd-other.json", other)

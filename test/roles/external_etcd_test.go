@@ -3,7 +3,6 @@ package roles
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/pki"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -60,16 +60,6 @@ func TestExternalEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeconfig := a.writeFile(t, "admin.kubeconfig", kc)
-	kubectlRun := func(t *testing.T, args ...string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
 	// keys lists the keys of their etcd under prefix.
 	keys := func(t *testing.T, prefix string) []string {
 		t.Helper()
@@ -79,15 +69,9 @@ func TestExternalEtcd(t *testing.T) {
 		}
 		return strings.Fields(out)
 	}
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
 
 	var registryBefore []string
-	step("someone else's etcd runs on the second host", func(t *testing.T) {
+	testenv.Step(t, "someone else's etcd runs on the second host", func(t *testing.T) {
 		r := a.playbook(t, etcdInv, etcdVars, a.writeFile(t, "their-etcd.yml", []byte(installPlaybook)))
 		r.mustSucceed(t, theirs.Name)
 		if _, err := etcdctl(ctx, etcdctlBin, etcdPKI, endpoints, "endpoint", "health"); err != nil {
@@ -96,7 +80,7 @@ func TestExternalEtcd(t *testing.T) {
 		registryBefore = keys(t, "/registry/")
 	})
 
-	step("refuses an external etcd without endpoints", func(t *testing.T) {
+	testenv.Step(t, "refuses an external etcd without endpoints", func(t *testing.T) {
 		// The API requires at least one endpoint, but Build does not check
 		// it: a hand-made CR file gives such an inventory.
 		r := a.playbook(t, a.inventory(t, "inventory-no-endpoints.json", externalEtcdDeployment(api, nil)), vars, install)
@@ -115,7 +99,7 @@ func TestExternalEtcd(t *testing.T) {
 		}
 	})
 
-	step("installs the API servers against the external etcd", func(t *testing.T) {
+	testenv.Step(t, "installs the API servers against the external etcd", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, install)
 		r.mustSucceed(t, api.Name)
 		for _, task := range []string{
@@ -132,7 +116,7 @@ func TestExternalEtcd(t *testing.T) {
 		}
 	})
 
-	step("serves readyz and passes the endpoints and key prefix", func(t *testing.T) {
+	testenv.Step(t, "serves readyz and passes the endpoints and key prefix", func(t *testing.T) {
 		if got := readyz(ctx, t, client, api); got != "ok" {
 			t.Errorf("%s /readyz says %q, want ok", api.Name, got)
 		}
@@ -157,11 +141,11 @@ func TestExternalEtcd(t *testing.T) {
 		}
 	})
 
-	step("stores Karmada's objects under the key prefix", func(t *testing.T) {
+	testenv.Step(t, "stores Karmada's objects under the key prefix", func(t *testing.T) {
 		// A Cluster goes through the aggregated API server into etcd.
 		cluster := a.writeFile(t, "cluster.yaml", []byte("apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\n"+
 			"metadata:\n  name: kao-external-probe\nspec:\n  syncMode: Pull\n"))
-		kubectlRun(t, "create", "-f", cluster)
+		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "create", "-f", cluster)
 		got := keys(t, externalKeyPrefix+"/")
 		for _, want := range []string{
 			externalKeyPrefix + "/namespaces/default",
@@ -178,7 +162,7 @@ func TestExternalEtcd(t *testing.T) {
 		}
 	})
 
-	step("uninstall leaves their etcd and its data alone", func(t *testing.T) {
+	testenv.Step(t, "uninstall leaves their etcd and its data alone", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, uninstall)
 		r.mustSucceed(t, api.Name)
 		out, err := dc.Run(ctx, api.Name, "systemctl is-active karmada-apiserver karmada-aggregated-apiserver || true")

@@ -167,7 +167,8 @@ func renderUnits(t *testing.T, root, bundle, karmada, kube string, probe []strin
 		"kao_artifacts_dir": bundle, "kao_pki_dir": filepath.Join(dir, "pki"),
 		"kao_karmada_version": karmada, "kao_kubernetes_version_default": kube,
 		"kao_api_endpoint": "10.0.0.1:5443", "kao_api_secure_port": 5443,
-		"kao_etcd": map[string]any{"managed": true}, "flags_probe": probe,
+		"kao_etcd":    map[string]any{"managed": true, "members": []any{map[string]any{"name": "localhost", "url_host": "10.0.0.1"}}},
+		"flags_probe": probe,
 		"kao_components": map[string]any{
 			"apiserver": map[string]any{"version": kube}, "kube_controller_manager": map[string]any{"version": kube},
 		},

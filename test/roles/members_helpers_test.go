@@ -1,7 +1,6 @@
 package roles
 
 import (
-	"context"
 	"net"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/test/hosts"
-	"github.com/kao-io/kao/test/members"
 )
 
 // genMembersPKI is genControllersPKI with a karmada-agent certificate for
@@ -55,12 +53,6 @@ const longPlaybookTimeout = 15 * time.Minute
 func (a *ansible) playbookLong(t testing.TB, inventoryPath, extraVarsPath, playbook string) run {
 	t.Helper()
 	return a.playbookWithin(t, longPlaybookTimeout, inventoryPath, extraVarsPath, playbook)
-}
-
-// runKubectl runs kubectl with kubeconfig and returns its stdout; the error
-// carries stderr.
-func runKubectl(ctx context.Context, bin, kubeconfig string, args ...string) (string, error) {
-	return members.Kubectl(ctx, bin, kubeconfig, args...)
 }
 
 // eventually polls cond every two seconds until it holds or timeout passes,

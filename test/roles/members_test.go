@@ -16,6 +16,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/pki"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/members"
 )
@@ -133,7 +134,7 @@ func (e *membersEnv) installControlPlane(t *testing.T) {
 // against that member, and fails t on error.
 func (e *membersEnv) kubectlOK(t *testing.T, kubeconfig string, args ...string) string {
 	t.Helper()
-	out, err := runKubectl(context.Background(), e.kubectl, kubeconfig, args...)
+	out, err := testenv.Kubectl(context.Background(), e.kubectl, kubeconfig, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func (c clusterView) ready() (bool, string) {
 // cluster reads the Cluster name from Karmada; ok is false when it does not
 // exist (or cannot be read).
 func (e *membersEnv) cluster(name string) (c clusterView, ok bool, err error) {
-	out, err := runKubectl(context.Background(), e.kubectl, e.admin, "get", "clusters.cluster.karmada.io", name, "-o", "json")
+	out, err := testenv.Kubectl(context.Background(), e.kubectl, e.admin, "get", "clusters.cluster.karmada.io", name, "-o", "json")
 	if err != nil {
 		return c, false, err
 	}
@@ -190,7 +191,7 @@ func (e *membersEnv) cluster(name string) (c clusterView, ok bool, err error) {
 
 // gone tells whether kubectl get of args finds nothing.
 func (e *membersEnv) gone(kubeconfig string, args ...string) (bool, string) {
-	out, err := runKubectl(context.Background(), e.kubectl, kubeconfig, append([]string{"get", "--ignore-not-found", "-o", "name"}, args...)...)
+	out, err := testenv.Kubectl(context.Background(), e.kubectl, kubeconfig, append([]string{"get", "--ignore-not-found", "-o", "name"}, args...)...)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -217,12 +218,6 @@ func TestMembers(t *testing.T) {
 		}
 	})
 	membersPlaybook := filepath.Join(repoRoot(t), "playbooks", "members.yml")
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
 	a := memberSpec(pushA, kaov1.PushSyncMode)
 	a.Provider, a.Region, a.Zones = "dc", "eu-1", []string{"z2", "z1"}
 	c := memberSpec(pullC, kaov1.PullSyncMode)
@@ -232,9 +227,9 @@ func TestMembers(t *testing.T) {
 	good := []kaov1.MemberSpec{a, b, c}
 	goodHosts := []string{inventory.MemberHost(pushA), inventory.MemberHost(pushB), inventory.MemberHost(pullC)}
 
-	step("installs the control plane", func(t *testing.T) { e.installControlPlane(t) })
+	testenv.Step(t, "installs the control plane", func(t *testing.T) { e.installControlPlane(t) })
 
-	step("joins the members, the broken ones fail alone", func(t *testing.T) {
+	testenv.Step(t, "joins the members, the broken ones fail alone", func(t *testing.T) {
 		spec := append(slices.Clone(good), memberSpec(brokenCA, kaov1.PushSyncMode), memberSpec(brokenPort, kaov1.PullSyncMode),
 			memberSpec(unready, kaov1.PushSyncMode))
 		inv := e.a.memberInventory(t, "members-broken.json", e.deployment(spec, nil), e.handed)
@@ -280,7 +275,7 @@ func TestMembers(t *testing.T) {
 		}
 	})
 
-	step("push members are Ready clusters", func(t *testing.T) {
+	testenv.Step(t, "push members are Ready clusters", func(t *testing.T) {
 		for i, name := range []string{pushA, pushB} {
 			cl, ok, err := e.cluster(name)
 			if !ok {
@@ -307,7 +302,7 @@ func TestMembers(t *testing.T) {
 	})
 
 	var stopAgent func()
-	step("the pull member's agent registers it, as no administrator", func(t *testing.T) {
+	testenv.Step(t, "the pull member's agent registers it, as no administrator", func(t *testing.T) {
 		if _, ok, _ := e.cluster(pullC); ok {
 			t.Fatal("Cluster pull-c exists before its agent ran")
 		}
@@ -347,14 +342,14 @@ func TestMembers(t *testing.T) {
 			{[]string{"update", "works.work.karmada.io", "-n", "karmada-es-" + pullC}, "yes"},
 			{[]string{"update", "works.work.karmada.io", "-n", "karmada-es-" + pushA}, "no"},
 		} {
-			out, _ := runKubectl(ctx, e.kubectl, agentKC, append([]string{"auth", "can-i"}, tc.args...)...)
+			out, _ := testenv.Kubectl(ctx, e.kubectl, agentKC, append([]string{"auth", "can-i"}, tc.args...)...)
 			if got := strings.TrimSpace(out); got != tc.want {
 				t.Errorf("the agent: can-i %s = %q, want %q", strings.Join(tc.args, " "), got, tc.want)
 			}
 		}
 	})
 
-	step("propagates a Deployment to a Push member", func(t *testing.T) {
+	testenv.Step(t, "propagates a Deployment to a Push member", func(t *testing.T) {
 		manifest := e.a.writeFile(t, "propagate.yaml", []byte(`apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -392,7 +387,7 @@ spec:
 `))
 		e.kubectlOK(t, e.admin, "apply", "-f", manifest)
 		eventually(t, 3*time.Minute, "Deployment kao-probe in member push-a", func() (bool, string) {
-			out, err := runKubectl(ctx, e.kubectl, e.kubeconfigs[pushA], "-n", "default", "get", "deployment", "kao-probe", "-o", "name")
+			out, err := testenv.Kubectl(ctx, e.kubectl, e.kubeconfigs[pushA], "-n", "default", "get", "deployment", "kao-probe", "-o", "name")
 			return err == nil && strings.TrimSpace(out) == "deployment.apps/kao-probe", errOrOK(err)
 		})
 		if gone, _ := e.gone(e.kubeconfigs[pushB], "-n", "default", "deployment", "kao-probe"); !gone {
@@ -400,7 +395,7 @@ spec:
 		}
 	})
 
-	step("a second run changes nothing and shows no secret", func(t *testing.T) {
+	testenv.Step(t, "a second run changes nothing and shows no secret", func(t *testing.T) {
 		inv := e.a.memberInventory(t, "members.json", e.deployment(good, nil), e.handed)
 		r := e.a.playbookLong(t, inv, e.vars, membersPlaybook)
 		r.mustSucceed(t, goodHosts...)
@@ -433,7 +428,7 @@ spec:
 		}
 	})
 
-	step("refuses a name or a cluster that another member holds", func(t *testing.T) {
+	testenv.Step(t, "refuses a name or a cluster that another member holds", func(t *testing.T) {
 		taken := map[string]string{
 			pushB:    e.kubeconfigs[pushA], // push-b's name, push-a's cluster
 			"push-x": e.kubeconfigs[pushA], // a new name for push-a's cluster
@@ -466,7 +461,7 @@ spec:
 		joinedStatus(pushA, kaov1.PushSyncMode), joinedStatus(pushB, kaov1.PushSyncMode), joinedStatus(pullC, kaov1.PullSyncMode),
 	})
 	unjoinHosts := []string{inventory.MemberHost(pushA), inventory.MemberHost(pullC)}
-	step("unjoins a Push and the Pull member", func(t *testing.T) {
+	testenv.Step(t, "unjoins a Push and the Pull member", func(t *testing.T) {
 		inv := e.a.memberInventory(t, "members-unjoin.json", unjoin, e.handed)
 		r := e.a.playbookLong(t, inv, e.vars, membersPlaybook)
 		r.mustSucceed(t, unjoinHosts...)
@@ -510,7 +505,7 @@ spec:
 	})
 	stopAgent()
 
-	step("a second unjoin changes nothing", func(t *testing.T) {
+	testenv.Step(t, "a second unjoin changes nothing", func(t *testing.T) {
 		// pull-c without a recorded mode: the role looks for its Cluster,
 		// finds none and cleans up as for Pull.
 		again := unjoin.DeepCopy()
@@ -534,7 +529,7 @@ spec:
 	// Right after an unjoin (karmadactl's does not wait), the member's
 	// karmada-cluster namespace may still be being deleted; nothing can be
 	// created in it. Here a ConfigMap's finalizer holds it.
-	step("joins again once the namespace an unjoin left is gone", func(t *testing.T) {
+	testenv.Step(t, "joins again once the namespace an unjoin left is gone", func(t *testing.T) {
 		kc := e.kubeconfigs[pushA]
 		e.kubectlOK(t, kc, "create", "namespace", "karmada-cluster")
 		e.kubectlOK(t, kc, "-n", "karmada-cluster", "create", "configmap", "hold")
