@@ -48,10 +48,7 @@ func (r *Reconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdBackup, src
 		return nil, err
 	}
 	dir := r.localBackupDir(eb)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("making the backup directory: %w", err)
-	}
-	if err := pipeline.ChmodTree(filepath.Join(r.StateDir, pipeline.BackupsDir), dir, 0o700); err != nil {
+	if err := pipeline.PrivateDir(filepath.Join(r.StateDir, pipeline.BackupsDir), dir); err != nil {
 		return nil, err
 	}
 	tmp, cleanup, err := r.backupTempDir(eb)

@@ -212,10 +212,7 @@ func (r *Reconciler) onStateVolume(er *kaov1.EtcdRestore, p string) (string, err
 // <state>/restores/<UID>.
 func (r *Reconciler) restoreDir(er *kaov1.EtcdRestore) (string, error) {
 	dir := filepath.Join(r.StateDir, pipeline.RestoresDir, string(er.UID))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("making the restore directory: %w", err)
-	}
-	if err := pipeline.ChmodTree(filepath.Join(r.StateDir, pipeline.RestoresDir), dir, 0o700); err != nil {
+	if err := pipeline.PrivateDir(filepath.Join(r.StateDir, pipeline.RestoresDir), dir); err != nil {
 		return "", err
 	}
 	return dir, nil

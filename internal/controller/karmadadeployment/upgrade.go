@@ -372,10 +372,7 @@ func (r *Reconciler) backupBeforeUpgrade(ctx context.Context, kd *kaov1.KarmadaD
 		return nil, err
 	}
 	dir := r.upgradeBackupDir(kd)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("making the snapshot directory: %w", err)
-	}
-	if err := pipeline.ChmodTree(filepath.Join(r.StateDir, pipeline.BackupsDir), dir, 0o700); err != nil {
+	if err := pipeline.PrivateDir(filepath.Join(r.StateDir, pipeline.BackupsDir), dir); err != nil {
 		return nil, err
 	}
 	name := pipeline.TruncateString(kd.Name, 200) + "-" + now.UTC().Format(pipeline.SnapshotTimeFormat) + ".db"

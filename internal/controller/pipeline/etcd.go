@@ -260,11 +260,15 @@ func DescribeSSHError(eb *kaov1.EtcdBackup, err error) error {
 	return err
 }
 
-// ChmodTree sets mode on every directory from root down to dir, so a state
-// directory made before kao kept backups private gets private backups.
-func ChmodTree(root, dir string, mode os.FileMode) error {
+// PrivateDir makes dir, under root in the state directory, readable by the
+// operator alone: every directory from root down to dir gets mode 0700, so a
+// state directory made before kao kept backups private gets private backups.
+func PrivateDir(root, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("making %s: %w", dir, err)
+	}
 	for d := dir; ; d = filepath.Dir(d) {
-		if err := os.Chmod(d, mode); err != nil {
+		if err := os.Chmod(d, 0o700); err != nil { //nolint:gosec // a directory: 0700 is the owner alone, with the x bit it needs
 			return fmt.Errorf("making %s private: %w", d, err)
 		}
 		if d == root || d == filepath.Dir(d) {
