@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -98,6 +101,7 @@ func (c *groupCmd) Wait() error {
 		err := c.Cmd.Wait()
 		if c.Process != nil {
 			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			awaitGroupGone(c.Process.Pid, killGrace)
 		}
 		c.exitCode = -1
 		if c.ProcessState != nil {
@@ -119,4 +123,48 @@ func (c *groupCmd) Wait() error {
 		}
 	})
 	return c.waitErr
+}
+
+// awaitGroupGone waits, at most limit, until no process of group pgid is
+// still running. SIGKILL is delivered asynchronously: on a loaded machine the
+// killed workers can stay alive for a moment after kill returns, and a run
+// must not be reported ended while they still act on hosts. Zombies count as
+// gone; they no longer run and their reaping is up to their new parent.
+func awaitGroupGone(pgid int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for liveGroupMembers(pgid) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// liveGroupMembers counts the processes of group pgid that are not zombies,
+// from /proc/<pid>/stat ("pid (comm) state ppid pgrp ...").
+func liveGroupMembers(pgid int) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	live := 0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// comm may hold spaces and parentheses: the fields start after the last ')'.
+		end := bytes.LastIndexByte(stat, ')')
+		if end < 0 {
+			continue
+		}
+		fields := bytes.Fields(stat[end+1:])
+		if len(fields) < 3 || string(fields[0]) == "Z" || string(fields[0]) == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(string(fields[2])); err == nil && g == pgid {
+			live++
+		}
+	}
+	return live
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -381,4 +382,29 @@ func TestGeneratedPlaybookAndRolesInTheRunDirectory(t *testing.T) {
 			t.Errorf("run file %q: the run directory was created", bad)
 		}
 	}
+}
+
+func TestLiveGroupMembersIgnoresZombies(t *testing.T) {
+	c := exec.Command("sleep", "300")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := c.Process.Pid
+	if n := liveGroupMembers(pgid); n != 1 {
+		t.Fatalf("a running sleep in its own group: %d live members, want 1", n)
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped yet: the killed sleep stays a zombie until Wait below, and a
+	// zombie no longer runs.
+	awaitGroupGone(pgid, 10*time.Second)
+	if n := liveGroupMembers(pgid); n != 0 {
+		t.Errorf("after SIGKILL: %d live members, want 0", n)
+	}
+	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pgid))); err != nil {
+		t.Errorf("the killed sleep should still be an unreaped zombie here: %v", err)
+	}
+	_ = c.Wait()
 }
