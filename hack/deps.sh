@@ -21,11 +21,18 @@ set -euo pipefail
 #   openssl                      certificate checks in the tests
 #   procps                       pgrep and pkill in the fault tests
 #   git, make, ca-certificates   make verify, the Makefile, the Go module proxy
+#   mmdebstrap, skopeo           make image: the operator image's Debian root,
+#                                built reproducibly; skopeo reads and pushes
+#                                the OCI archive
+#   containerd, runc, containernetworking-plugins, iptables, conntrack
+#                                the real Kubernetes node of the tests (test/node)
 PACKAGES=(
 	ansible ansible-lint yamllint python3-kubernetes
 	openssh-client openssh-server
 	systemd-container debootstrap iproute2
 	openssl procps git make ca-certificates
+	mmdebstrap skopeo
+	containerd runc containernetworking-plugins iptables conntrack
 )
 
 log() { printf '[deps] %s\n' "$*" >&2; }
