@@ -62,6 +62,14 @@ tools: ## Build the pinned tools (kube-apiserver, etcd, Karmada, controller-gen,
 artifacts: ## Assemble the offline bundle (binaries, Karmada CRDs, SHA256SUMS) into KAO_ARTIFACTS_DIR (default _out/artifacts).
 	hack/artifacts.sh
 
+# IMAGE names the operator image `make image` writes: set your registry's
+# name to push it (`make image IMAGE=registry.dc1.example/kao/kao-manager:v0.1.0`).
+IMAGE ?= kao-manager:dev
+
+.PHONY: image
+image: artifacts ## Build the operator image, offline and reproducibly, as an OCI archive in _out/image (root: mmdebstrap).
+	go run ./hack/image -name $(IMAGE)
+
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC into config/ (the namespaced Role is the ClusterRole's rules).
 	$(TOOLS) build controller-gen

@@ -1,0 +1,422 @@
+// Command image builds kao's operator image as an OCI archive, offline and
+// reproducibly (`make image`):
+//
+//	go run ./hack/image -name kao-manager:dev -out _out/image
+//
+// The image has three layers, bottom first:
+//
+//  1. Debian bookworm's essential packages with python3, ansible-core,
+//     python3-kubernetes and openssh-client, and of Debian's `ansible`
+//     package only the two collections the roles use (kubernetes.core,
+//     ansible.posix), built by mmdebstrap from the machine's own apt mirror
+//     with SOURCE_DATE_EPOCH set (mmdebstrap's output is then the same bytes
+//     for the same packages); the user kao (65532) is added;
+//  2. kao: the manager and kao-inventory (static Go binaries), playbooks and
+//     roles, and the state directory /var/lib/kao owned by kao;
+//  3. the offline artifacts bundle (`make artifacts`) in /opt/kao/artifacts,
+//     the manager's default --artifacts-dir.
+//
+// The base and bundle layers are cached under -cache, keyed by what makes
+// them, so that a rebuild after a code change compresses only the kao layer.
+// Every time stamp is fixed, so the same inputs give the same image digest.
+// No Docker daemon, buildah or root-owned image store is involved.
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kao-io/kao/internal/ociimage"
+)
+
+// baseEpoch is the time stamp of every file of the Debian layer. It is
+// fixed, not the commit time, so the layer stays the same across kao's
+// commits and registries store it once.
+const baseEpoch = 1764115200 // 2025-11-26T00:00:00Z
+
+// basePackages are installed on top of Debian's essential set.
+var basePackages = []string{"python3-minimal", "ansible-core", "python3-kubernetes", "openssh-client"}
+
+// collections are the parts of Debian's ansible package the roles use; the
+// rest of its 300 MB of collections is left out.
+var collections = []string{"kubernetes/core", "ansible/posix"}
+
+// kaoUID is the user the image runs as: config/manager's runAsUser.
+const kaoUID = 65532
+
+func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	name := flag.String("name", "kao-manager:dev", "Image reference written into the archive (registry/repository:tag).")
+	out := flag.String("out", filepath.Join(root, "_out", "image"), "Directory for the archive (<repository>.oci.tar) and its digest file.")
+	cache := flag.String("cache", defaultCache(), "Directory caching the Debian and bundle layers.")
+	artifacts := flag.String("artifacts", filepath.Join(root, "_out", "artifacts"), "Offline bundle to include (make artifacts).")
+	mirror := flag.String("mirror", "", "Debian mirror URL; the first of the machine's apt sources when empty.")
+	flag.Parse()
+
+	start := time.Now()
+	for _, dir := range []string{*out, *cache} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+	}
+	b := &builder{root: root, cache: *cache, mirror: *mirror}
+	defer func() {
+		for _, f := range b.temps {
+			_ = os.Remove(f)
+		}
+	}()
+	img, err := b.image(*name, *artifacts)
+	if err != nil {
+		return err
+	}
+	repo := *name
+	repo = repo[strings.LastIndex(repo, "/")+1:]
+	repo = repo[:strings.Index(repo, ":")]
+	archive := filepath.Join(*out, repo+".oci.tar")
+	digest, err := ociimage.WriteArchive(archive, img)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, repo+".digest"), []byte(digest+"\n"), 0o600); err != nil {
+		return err
+	}
+	log.Printf("wrote %s: %s %s in %s", archive, *name, digest, time.Since(start).Round(time.Second))
+	return nil
+}
+
+type builder struct {
+	root, cache, mirror string
+	// temps are files to remove once the archive is written.
+	temps []string
+}
+
+func (b *builder) image(name, artifacts string) (ociimage.Image, error) {
+	base, err := b.baseLayer()
+	if err != nil {
+		return ociimage.Image{}, err
+	}
+	created, revision, err := b.revision()
+	if err != nil {
+		return ociimage.Image{}, err
+	}
+	kao, err := b.kaoLayer(created)
+	if err != nil {
+		return ociimage.Image{}, err
+	}
+	bundle, err := b.bundleLayer(artifacts)
+	if err != nil {
+		return ociimage.Image{}, err
+	}
+	return ociimage.Image{
+		Name:    name,
+		Created: created,
+		Layers:  []ociimage.Layer{base, kao, bundle},
+		Config: ociimage.Config{
+			User:       fmt.Sprintf("%d:%d", kaoUID, kaoUID),
+			Entrypoint: []string{"/usr/local/bin/kao-manager"},
+			WorkingDir: "/var/lib/kao",
+			Env: []string{
+				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+				"LANG=C.UTF-8",
+				// The root file system is read-only: Python must not try
+				// to write bytecode next to the roles' module_utils.
+				"PYTHONDONTWRITEBYTECODE=1",
+			},
+			Labels: map[string]string{
+				"org.opencontainers.image.title":       "kao",
+				"org.opencontainers.image.description": "Karmada Ansible Operator: the manager, ansible-core, kao's playbooks and roles, and the offline artifacts bundle",
+				"org.opencontainers.image.source":      "https://github.com/kao-io/kao",
+				"org.opencontainers.image.revision":    revision,
+				"org.opencontainers.image.version":     name[strings.LastIndex(name, ":")+1:],
+			},
+		},
+	}, nil
+}
+
+// baseLayer returns the Debian layer, from the cache or built by mmdebstrap.
+func (b *builder) baseLayer() (ociimage.Layer, error) {
+	mirror := b.mirror
+	if mirror == "" {
+		var err error
+		if mirror, err = aptMirror(); err != nil {
+			return ociimage.Layer{}, err
+		}
+	}
+	args := []string{
+		"--variant=essential",
+		"--include=" + strings.Join(basePackages, ","),
+		"--aptopt=APT::Install-Recommends \"false\"",
+		// Documentation, manuals and translations are not needed to run.
+		"--dpkgopt=path-exclude=/usr/share/man/*",
+		"--dpkgopt=path-exclude=/usr/share/doc/*",
+		"--dpkgopt=path-include=/usr/share/doc/*/copyright",
+		"--dpkgopt=path-exclude=/usr/share/locale/*",
+		"--dpkgopt=path-exclude=/usr/share/info/*",
+		"--dpkgopt=path-exclude=/usr/lib/python3/dist-packages/ansible_collections/*",
+	}
+	// Of Debian's ansible package only the collections the roles use: the
+	// package's files are taken from its .deb (installing it would compile
+	// and keep all 300 MB of them), then compiled to bytecode.
+	dist := "/usr/lib/python3/dist-packages/ansible_collections"
+	extract := []string{}
+	for _, c := range collections {
+		extract = append(extract, "."+dist+"/"+c)
+	}
+	args = append(args, `--customize-hook=cd "$1/tmp" && APT_CONFIG="$MMDEBSTRAP_APT_CONFIG" apt-get download -qq ansible >/dev/null && `+
+		`dpkg-deb --fsys-tarfile ansible_*.deb | tar -x -C "$1" `+strings.Join(extract, " ")+` && rm ansible_*.deb && `+
+		`chroot "$1" python3 -m compileall -q `+dist)
+	args = append(args,
+		fmt.Sprintf(`--customize-hook=echo "kao:x:%d:%d:kao operator:/var/lib/kao:/usr/sbin/nologin" >> "$1/etc/passwd"`, kaoUID, kaoUID),
+		fmt.Sprintf(`--customize-hook=echo "kao:x:%d:" >> "$1/etc/group"`, kaoUID),
+		"bookworm", "ROOTFS.tar",
+		"deb "+mirror+" bookworm main",
+		"deb "+mirror+" bookworm-updates main",
+		"deb "+strings.TrimSuffix(mirror, "/debian")+"/debian-security bookworm-security main",
+	)
+	key := digestOf(append([]string{"base-v1", strconv.Itoa(baseEpoch)}, args...)...)
+	return b.cached("base-"+key, func(dst string) (ociimage.Layer, error) {
+		log.Printf("building the Debian layer with mmdebstrap from %s (about a minute)", mirror)
+		rootfs := dst + ".rootfs.tar"
+		defer func() { _ = os.Remove(rootfs) }()
+		for i, a := range args {
+			if a == "ROOTFS.tar" {
+				args[i] = rootfs
+			}
+		}
+		cmd := exec.Command("mmdebstrap", append([]string{"--quiet"}, args...)...)
+		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.Itoa(baseEpoch))
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return ociimage.Layer{}, fmt.Errorf("building the Debian layer with mmdebstrap (make deps installs it): %w", err)
+		}
+		f, err := os.Open(rootfs)
+		if err != nil {
+			return ociimage.Layer{}, err
+		}
+		defer func() { _ = f.Close() }()
+		return ociimage.LayerFromTar(f, dst)
+	})
+}
+
+// kaoLayer builds the manager and kao-inventory and lays them out with the
+// playbooks and roles.
+func (b *builder) kaoLayer(mtime time.Time) (ociimage.Layer, error) {
+	bin, err := os.MkdirTemp(b.cache, "bin-")
+	if err != nil {
+		return ociimage.Layer{}, err
+	}
+	defer func() { _ = os.RemoveAll(bin) }()
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin+"/", "./cmd/manager", "./cmd/kao-inventory")
+	build.Dir = b.root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return ociimage.Layer{}, fmt.Errorf("building the manager: %w", err)
+	}
+	entries := []ociimage.Entry{
+		{Path: "/usr/local/bin/kao-manager", Mode: 0o755, Source: filepath.Join(bin, "manager")},
+		{Path: "/usr/local/bin/kao-inventory", Mode: 0o755, Source: filepath.Join(bin, "kao-inventory")},
+		{Path: "/var/lib/kao", Mode: fs.ModeDir | 0o750, UID: kaoUID, GID: kaoUID},
+	}
+	// Only what git tracks: no editor files or local run output.
+	files, err := git(b.root, "ls-files", "-z", "--", "playbooks", "roles")
+	if err != nil {
+		return ociimage.Layer{}, err
+	}
+	for _, rel := range strings.Split(strings.TrimRight(files, "\x00"), "\x00") {
+		src := filepath.Join(b.root, rel)
+		info, err := os.Lstat(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted in the work tree, not yet committed
+		}
+		if err != nil {
+			return ociimage.Layer{}, err
+		}
+		tree, err := ociimage.TreeEntries(src, "/opt/kao/"+filepath.ToSlash(rel))
+		if err != nil {
+			return ociimage.Layer{}, err
+		}
+		if info.IsDir() { // a submodule: not expected here
+			return ociimage.Layer{}, fmt.Errorf("%s is a directory in git's index", rel)
+		}
+		entries = append(entries, tree...)
+	}
+	tmp, err := os.CreateTemp(b.cache, "kao-layer-")
+	if err != nil {
+		return ociimage.Layer{}, err
+	}
+	_ = tmp.Close()
+	b.temps = append(b.temps, tmp.Name())
+	return ociimage.LayerFromEntries(entries, mtime, tmp.Name())
+}
+
+// bundleLayer returns the offline bundle's layer, cached by its SHA256SUMS
+// (which names every file of the bundle and its content).
+func (b *builder) bundleLayer(artifacts string) (ociimage.Layer, error) {
+	sums, err := os.ReadFile(filepath.Join(artifacts, "SHA256SUMS"))
+	if err != nil {
+		return ociimage.Layer{}, fmt.Errorf("reading the bundle (make artifacts builds it): %w", err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(artifacts, "manifest.json"))
+	if err != nil {
+		return ociimage.Layer{}, fmt.Errorf("reading the bundle (make artifacts builds it): %w", err)
+	}
+	key := digestOf("bundle-v1", strconv.Itoa(baseEpoch), string(sums), string(manifest))
+	return b.cached("bundle-"+key, func(dst string) (ociimage.Layer, error) {
+		log.Printf("compressing the offline bundle %s", artifacts)
+		entries, err := ociimage.TreeEntries(artifacts, "/opt/kao/artifacts")
+		if err != nil {
+			return ociimage.Layer{}, err
+		}
+		return ociimage.LayerFromEntries(entries, time.Unix(baseEpoch, 0), dst)
+	})
+}
+
+// cached returns the layer stored under name in the cache, or makes it with
+// make and stores it. A layer is stored as <name>.tar.gz and <name>.json.
+func (b *builder) cached(name string, make func(dst string) (ociimage.Layer, error)) (ociimage.Layer, error) {
+	file := filepath.Join(b.cache, name+".tar.gz")
+	meta := filepath.Join(b.cache, name+".json")
+	if data, err := os.ReadFile(meta); err == nil {
+		var l ociimage.Layer
+		if json.Unmarshal(data, &l) == nil {
+			if info, err := os.Stat(file); err == nil && info.Size() == l.Size {
+				l.File = file
+				return l, nil
+			}
+		}
+	}
+	tmp := file + ".tmp"
+	l, err := make(tmp)
+	if err != nil {
+		return ociimage.Layer{}, err
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return ociimage.Layer{}, err
+	}
+	l.File = file
+	data, err := json.Marshal(l)
+	if err != nil {
+		return ociimage.Layer{}, err
+	}
+	return l, os.WriteFile(meta, data, 0o600)
+}
+
+// revision returns the commit time (the image's creation time, so that the
+// same commit gives the same image) and the commit, "-dirty" when the work
+// tree differs from it.
+func (b *builder) revision() (time.Time, string, error) {
+	out, err := git(b.root, "log", "-1", "--format=%ct %H")
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	f := strings.Fields(out)
+	if len(f) != 2 {
+		return time.Time{}, "", fmt.Errorf("git log: unexpected output %q", out)
+	}
+	sec, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	rev := f[1]
+	if status, err := git(b.root, "status", "--porcelain"); err != nil {
+		return time.Time{}, "", err
+	} else if status != "" {
+		rev += "-dirty"
+	}
+	return time.Unix(sec, 0), rev, nil
+}
+
+// aptMirror returns the first Debian mirror of the machine's apt sources.
+func aptMirror() (string, error) {
+	files, _ := filepath.Glob("/etc/apt/sources.list.d/*")
+	files = append([]string{"/etc/apt/sources.list"}, files...)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			fields := strings.Fields(line)
+			switch {
+			case len(fields) >= 2 && fields[0] == "deb":
+				u := fields[1]
+				if strings.HasPrefix(u, "[") { // deb [options] URL
+					for _, x := range fields[1:] {
+						if strings.HasPrefix(x, "http") {
+							u = x
+							break
+						}
+					}
+				}
+				if strings.HasSuffix(strings.TrimSuffix(u, "/"), "/debian") {
+					return strings.TrimSuffix(u, "/"), nil
+				}
+			case len(fields) >= 2 && fields[0] == "URIs:":
+				if u := strings.TrimSuffix(fields[1], "/"); strings.HasSuffix(u, "/debian") {
+					return u, nil
+				}
+			}
+		}
+	}
+	return "", errors.New("no Debian mirror in /etc/apt/sources.list*: pass -mirror")
+}
+
+func git(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func digestOf(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func repoRoot() (string, error) {
+	out, err := git(".", "rev-parse", "--show-toplevel")
+	if err != nil {
+		return "", fmt.Errorf("run from kao's repository: %w", err)
+	}
+	return out, nil
+}
+
+func defaultCache() string {
+	if d := os.Getenv("KAO_IMAGE_CACHE"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "kao", "image")
+	}
+	return filepath.Join(os.TempDir(), "kao-image-cache")
+}

@@ -1,0 +1,184 @@
+package ociimage
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tree writes a small directory with a script, a file and a symlink.
+func tree(t *testing.T, mode fs.FileMode) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "roles", "etcd", "tasks"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "roles", "etcd", "tasks", "main.yml"), []byte("- name: x\n"), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\n"), 0o700|mode&0o077); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("run.sh", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func layerOf(t *testing.T, src string) Layer {
+	t.Helper()
+	entries, err := TreeEntries(src, "/opt/kao")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries = append(entries, Entry{Path: "/var/lib/kao", Mode: fs.ModeDir | 0o750, UID: 65532, GID: 65532},
+		Entry{Path: "/etc/kao/version", Mode: 0o644, Data: []byte("dev\n")})
+	l, err := LayerFromEntries(entries, time.Unix(1764115200, 0), filepath.Join(t.TempDir(), "layer.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestLayerIsTheSameForTheSameContent(t *testing.T) {
+	// Two checkouts with different umasks and different file times.
+	a, b := tree(t, 0o600), tree(t, 0o644)
+	old := time.Unix(1, 0)
+	if err := os.Chtimes(filepath.Join(b, "run.sh"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	la, lb := layerOf(t, a), layerOf(t, b)
+	if la.Digest != lb.Digest || la.DiffID != lb.DiffID || la.Size != lb.Size {
+		t.Fatalf("same content, different layers: %+v and %+v", la, lb)
+	}
+	if err := os.WriteFile(filepath.Join(b, "run.sh"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if lc := layerOf(t, b); lc.DiffID == la.DiffID {
+		t.Fatal("a changed file gave the same layer")
+	}
+}
+
+func TestLayerEntries(t *testing.T) {
+	l := layerOf(t, tree(t, 0o600))
+	f, err := os.Open(l.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range readTar(t, zr) {
+		h := e.hdr
+		got = append(got, strings.Join([]string{h.Name, fs.FileMode(h.Mode).String(), string(rune('0' + h.Uid/10000)), h.Linkname}, " "))
+		if !h.ModTime.Equal(time.Unix(1764115200, 0)) {
+			t.Errorf("%s: time %s", h.Name, h.ModTime)
+		}
+	}
+	want := []string{
+		"etc/ -rwxr-xr-x 0 ", "etc/kao/ -rwxr-xr-x 0 ", "etc/kao/version -rw-r--r-- 0 ",
+		"opt/ -rwxr-xr-x 0 ", "opt/kao/ -rwxr-xr-x 0 ", "opt/kao/link -rwxrwxrwx 0 run.sh",
+		"opt/kao/roles/ -rwxr-xr-x 0 ", "opt/kao/roles/etcd/ -rwxr-xr-x 0 ", "opt/kao/roles/etcd/tasks/ -rwxr-xr-x 0 ",
+		"opt/kao/roles/etcd/tasks/main.yml -rw-r--r-- 0 ", "opt/kao/run.sh -rwxr-xr-x 0 ",
+		"var/ -rwxr-xr-x 0 ", "var/lib/ -rwxr-xr-x 0 ", "var/lib/kao/ -rwxr-x--- 6 ",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestLayerRefusesBadEntries(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "l")
+	for name, entries := range map[string][]Entry{
+		"relative":     {{Path: "opt/x", Mode: 0o644}},
+		"twice":        {{Path: "/x", Mode: 0o644}, {Path: "/x/", Mode: 0o644}},
+		"inside file":  {{Path: "/x", Mode: 0o644}, {Path: "/x/y", Mode: 0o644}},
+		"root":         {{Path: "/", Mode: fs.ModeDir | 0o755}},
+		"device":       {{Path: "/dev/null", Mode: fs.ModeDevice | 0o666}},
+		"missing file": {{Path: "/x", Mode: 0o644, Source: filepath.Join(t.TempDir(), "none")}},
+	} {
+		if _, err := LayerFromEntries(entries, time.Unix(0, 0), dst); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if _, err := os.Stat(dst); !os.IsNotExist(err) {
+			t.Errorf("%s: a failed layer left its file", name)
+		}
+	}
+}
+
+func TestArchive(t *testing.T) {
+	l := layerOf(t, tree(t, 0o644))
+	img := Image{Name: "registry.test/kao/kao-manager:v1", Created: time.Unix(1764115200, 0), Layers: []Layer{l, l},
+		Config: Config{User: "65532:65532", Entrypoint: []string{"/usr/local/bin/kao-manager"}}}
+	dir := t.TempDir()
+	d1, err := WriteArchive(filepath.Join(dir, "a.tar"), img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := WriteArchive(filepath.Join(dir, "b.tar"), img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, "a.tar"))
+	b, _ := os.ReadFile(filepath.Join(dir, "b.tar"))
+	if d1 != d2 || string(a) != string(b) {
+		t.Fatal("the same image gave two archives")
+	}
+	files := map[string][]byte{}
+	for _, e := range readTar(t, strings.NewReader(string(a))) {
+		files[e.hdr.Name] = e.data
+	}
+	var idx index
+	if err := json.Unmarshal(files["index.json"], &idx); err != nil {
+		t.Fatal(err)
+	}
+	m := idx.Manifests[0]
+	if m.Digest != d1 || m.Annotations[AnnotationRefName] != "v1" || m.Annotations[AnnotationContainerdName] != img.Name {
+		t.Fatalf("index: %s", files["index.json"])
+	}
+	var man manifest
+	if err := json.Unmarshal(files[blobPath(d1)], &man); err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Layers) != 2 || files[blobPath(l.Digest)] == nil || files[blobPath(man.Config.Digest)] == nil {
+		t.Fatalf("manifest %s, files %d", files[blobPath(d1)], len(files))
+	}
+	if _, err := WriteArchive(filepath.Join(dir, "c.tar"), Image{Name: "no-tag"}); err == nil {
+		t.Error("a name without a tag was accepted")
+	}
+}
+
+type tarEntry struct {
+	hdr  *tar.Header
+	data []byte
+}
+
+func readTar(t *testing.T, r io.Reader) []tarEntry {
+	t.Helper()
+	var out []tarEntry
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tarEntry{h, data})
+	}
+}
