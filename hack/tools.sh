@@ -60,10 +60,11 @@ KARMADA_PREVIOUS_VERSION="v1.17.1"
 CONTROLLER_GEN_VERSION="v0.20.0"
 GOLANGCI_LINT_VERSION="v2.6.2"
 KWOK_VERSION="v0.7.0"
+HELM_VERSION="v3.22.0"
 
 # ALL_SETS is also the build order: the longest first, so that with
 # KAO_TOOLS_JOBS=2 the short ones fill in beside it.
-ALL_SETS=(kubernetes karmada karmada-addons golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd kwok controller-gen)
+ALL_SETS=(kubernetes karmada karmada-addons golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd kwok helm controller-gen)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -148,6 +149,14 @@ set_spec() {
 	golangci-lint)
 		S_VERSION="$GOLANGCI_LINT_VERSION"
 		S_BINS=(github.com/golangci/golangci-lint/v2/cmd/golangci-lint=golangci-lint)
+		;;
+	helm)
+		# helm lint and helm template of charts/kao, and the chart's install
+		# in the tests. Helm's go.mod has no replace directives: built with
+		# go install, at the dependency versions of its release.
+		S_VERSION="$HELM_VERSION"
+		S_LDFLAGS="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+		S_BINS=(helm.sh/helm/v3/cmd/helm=helm)
 		;;
 	kwok)
 		# The Containerized end-to-end test's simulated nodes and pods.
