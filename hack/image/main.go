@@ -5,7 +5,7 @@
 //
 // The image has three layers, bottom first:
 //
-//  1. Debian bookworm's essential packages with python3, ansible-core,
+//  1. Debian bookworm's essential packages with tini, python3, ansible-core,
 //     python3-kubernetes and openssh-client, and of Debian's `ansible`
 //     package only the two collections the roles use (kubernetes.core,
 //     ansible.posix), built by mmdebstrap from the machine's own apt mirror
@@ -46,8 +46,11 @@ import (
 // commits and registries store it once.
 const baseEpoch = 1764115200 // 2025-11-26T00:00:00Z
 
-// basePackages are installed on top of Debian's essential set.
-var basePackages = []string{"python3-minimal", "ansible-core", "python3-kubernetes", "openssh-client"}
+// basePackages are installed on top of Debian's essential set. tini is the
+// container's first process: Ansible's workers and ssh leave orphans, which
+// the kernel hands to process 1, and tini reaps them (the manager, as process
+// 1, would leave them as zombies: Go waits only for its own children).
+var basePackages = []string{"tini", "python3-minimal", "ansible-core", "python3-kubernetes", "openssh-client"}
 
 // collections are the parts of Debian's ansible package the roles use; the
 // rest of its 300 MB of collections is left out.
@@ -134,7 +137,7 @@ func (b *builder) image(name, artifacts string) (ociimage.Image, error) {
 		Layers:  []ociimage.Layer{base, kao, bundle},
 		Config: ociimage.Config{
 			User:       fmt.Sprintf("%d:%d", kaoUID, kaoUID),
-			Entrypoint: []string{"/usr/local/bin/kao-manager"},
+			Entrypoint: []string{"/usr/bin/tini", "--", "/usr/local/bin/kao-manager"},
 			WorkingDir: "/var/lib/kao",
 			Env: []string{
 				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

@@ -98,7 +98,7 @@ func TestImage(t *testing.T) {
 		}
 		// config/manager runs the pod as 65532 with runAsNonRoot: a numeric
 		// user is what lets the kubelet check it.
-		if cfg.Config.User != "65532:65532" || strings.Join(cfg.Config.Entrypoint, " ") != "/usr/local/bin/kao-manager" || len(cfg.RootFS.DiffIDs) != 3 {
+		if cfg.Config.User != "65532:65532" || strings.Join(cfg.Config.Entrypoint, " ") != "/usr/bin/tini -- /usr/local/bin/kao-manager" || len(cfg.RootFS.DiffIDs) != 3 {
 			t.Fatalf("config: %s", out)
 		}
 		// skopeo copies it as a registry push would, into an OCI layout.
@@ -116,7 +116,7 @@ func TestImage(t *testing.T) {
 			"set -e",
 			"if touch /opt/kao/x 2>/dev/null; then echo the root file system is writable; exit 1; fi",
 			"test \"$(id -u):$(id -g)\" = 65532:65532",
-			"/usr/local/bin/kao-manager --help 2>&1 | grep -q -- -playbook-dir",
+			"/usr/bin/tini -- /usr/local/bin/kao-manager --help 2>&1 | grep -q -- -playbook-dir",
 			"/usr/local/bin/kao-inventory --help >/dev/null 2>&1",
 			"test -f /opt/kao/playbooks/install.yml && test -d /opt/kao/roles/etcd/tasks",
 			"test -f /opt/kao/artifacts/manifest.json && cd /opt/kao/artifacts && sha256sum --quiet -c SHA256SUMS",
