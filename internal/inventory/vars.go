@@ -40,7 +40,28 @@ const (
 	addressTypeIPv4 = "IPv4"
 	addressTypeIPv6 = "IPv6"
 	addressTypeFQDN = "FQDN"
+	// EtcdStatefulSet is the StatefulSet of a Containerized managed etcd and
+	// its headless Service: each member is a pod <EtcdStatefulSet>-<i>, named
+	// <pod>.<EtcdStatefulSet>.<namespace>.svc in the host cluster. The
+	// karmada_workloads role creates it under this name.
+	EtcdStatefulSet = "karmada-etcd"
 )
+
+// EtcdPodNames are the pods of a Containerized managed etcd, its members:
+// <EtcdStatefulSet>-<i> for each of spec.etcd.managed.replicas (default 1).
+// The operator (certificates, probes, claims) and the karmada_workloads role
+// (kao_etcd.pod_names) both take them from here.
+func EtcdPodNames(kd *kaov1.KarmadaDeployment) []string {
+	n := defaultReplicas
+	if m := kd.Spec.Etcd.Managed; m != nil && m.Replicas != nil {
+		n = int(*m.Replicas)
+	}
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, EtcdStatefulSet+"-"+strconv.Itoa(i))
+	}
+	return out
+}
 
 // str wraps s as an unsafe string, or returns def (our own literal) when s is empty.
 func str(s, def string) any {
@@ -168,7 +189,7 @@ func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
 		"kao_api_cert_sans":        strs(spec.APIServer.CertSANs),
 		"kao_api_service_subnet":   str(spec.APIServer.ServiceSubnet, defaultServiceSubnet),
 		"kao_image_registry":       str(spec.Artifacts.ImageRegistry, ""),
-		"kao_etcd":                 etcdVars(spec, containerized),
+		"kao_etcd":                 etcdVars(kd, containerized),
 		"kao_apiserver_hosts":      hostGroupVars(spec, kaov1.APIServerRole),
 		"kao_control_plane_hosts":  hostGroupVars(spec, kaov1.ControlPlaneRole),
 		"kao_components": map[string]any{
@@ -260,7 +281,8 @@ func apiEndpoint(spec *kaov1.KarmadaDeploymentSpec, securePort int) any {
 }
 
 // etcdVars is kao_etcd: a managed cluster's settings, or an external cluster's endpoints.
-func etcdVars(spec *kaov1.KarmadaDeploymentSpec, containerized bool) map[string]any {
+func etcdVars(kd *kaov1.KarmadaDeployment, containerized bool) map[string]any {
+	spec := &kd.Spec
 	if ext := spec.Etcd.External; ext != nil {
 		return map[string]any{
 			"managed":    false,
@@ -277,7 +299,7 @@ func etcdVars(spec *kaov1.KarmadaDeploymentSpec, containerized bool) map[string]
 		"extra_args":           argVars(m.ExtraArgs),
 	}
 	// The hosts of the etcd group, in its order (none in Containerized mode,
-	// whose members are pods): the roles build the initial cluster and the
+	// whose members are pod_names'): the roles build the initial cluster and the
 	// API servers' --etcd-servers from them.
 	members := []any{}
 	for _, h := range hostsWithRole(spec, kaov1.EtcdRole) {
@@ -285,15 +307,18 @@ func etcdVars(spec *kaov1.KarmadaDeploymentSpec, containerized bool) map[string]
 	}
 	out["members"] = members
 	if containerized {
-		replicas := defaultReplicas
-		if m.Replicas != nil {
-			replicas = int(*m.Replicas)
-		}
 		size := ""
 		if m.Storage.Size != nil {
 			size = m.Storage.Size.String()
 		}
-		out["replicas"] = replicas
+		// The StatefulSet's pods, one per replica: the role builds the
+		// initial cluster and picks the certificates' files by them.
+		pods := []any{}
+		for _, p := range EtcdPodNames(kd) {
+			pods = append(pods, p)
+		}
+		out["replicas"] = len(pods)
+		out["pod_names"] = pods
 		out["storage"] = map[string]any{
 			"type":               str(string(m.Storage.Type), defaultEtcdStorageType),
 			"size":               str(size, defaultEtcdStorageSize),
