@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
 )
 
 // update rewrites the golden files from the current output: go test ./internal/inventory/ -run Golden -update
@@ -682,5 +683,32 @@ func TestEtcdPodNamesFollowTheReplicas(t *testing.T) {
 				t.Errorf("kao_etcd.pod_names = %v, replicas = %v, want %v", pods, v["replicas"], tc.wantPods)
 			}
 		})
+	}
+}
+
+func TestMembersCarryTheirIndexAndAgentIdentity(t *testing.T) {
+	kd := loadCase(t, "binary-ha")
+	inv := mustBuild(t, kd, Options{MemberKubeconfigPath: memberKubeconfigIn("/run")})
+	// kao_members: name order, numbered from zero (the estimators' ports).
+	for i, m := range inv.allVars["kao_members"].([]any) {
+		entry := m.(map[string]any)
+		if entry["index"] != i {
+			t.Errorf("kao_members[%d] has index %v", i, entry["index"])
+		}
+		if i > 0 && string(entry["name"].(unsafe)) < string(inv.allVars["kao_members"].([]any)[i-1].(map[string]any)["name"].(unsafe)) {
+			t.Errorf("kao_members is not in name order at %d", i)
+		}
+	}
+	// Every member host, joining or leaving, names the certificate and user
+	// kao's PKI issues for its karmada-agent.
+	for _, h := range append(inv.Hosts(GroupMembers), inv.Hosts(GroupMembersUnjoin)...) {
+		v := inv.hostVars[h]
+		name := string(v["kao_member_name"].(unsafe))
+		if got := v["kao_member_agent_certificate"]; got != unsafe(pki.AgentClient(name)) {
+			t.Errorf("%s: kao_member_agent_certificate = %v, want %s", h, got, pki.AgentClient(name))
+		}
+		if got := v["kao_member_agent_user"]; got != unsafe("system:karmada:agent:"+name) {
+			t.Errorf("%s: kao_member_agent_user = %v, want system:karmada:agent:%s", h, got, name)
+		}
 	}
 }

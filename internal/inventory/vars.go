@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
 )
 
 // Defaults the API documents; the inventory spells them out so roles need no defaults of their own.
@@ -129,10 +130,19 @@ func memberKubeconfig(v vars, name string, opts Options) {
 	}
 }
 
+// memberIdentity adds what a member's karmada-agent is in karmada-apiserver,
+// as kao's PKI issues it: the name of its client certificate in the PKI
+// directory and its user name (the certificate's subject).
+func memberIdentity(v vars, name string) {
+	v["kao_member_agent_certificate"] = unsafe(pki.AgentClient(name))
+	v["kao_member_agent_user"] = unsafe(pki.AgentUser(name))
+}
+
 // specMemberVars are the variables of a member listed in spec.members.
 func specMemberVars(m kaov1.MemberSpec, opts Options) vars {
 	v := localVars()
 	v["kao_member_name"] = unsafe(m.Name)
+	memberIdentity(v, m.Name)
 	v["kao_member_sync_mode"] = unsafe(string(m.SyncMode))
 	memberKubeconfig(v, m.Name, opts)
 	if m.Context != "" {
@@ -155,6 +165,7 @@ func specMemberVars(m kaov1.MemberSpec, opts Options) vars {
 func statusMemberVars(m kaov1.MemberStatus, opts Options) vars {
 	v := localVars()
 	v["kao_member_name"] = unsafe(m.Name)
+	memberIdentity(v, m.Name)
 	if m.SyncMode != "" {
 		v["kao_member_sync_mode"] = unsafe(string(m.SyncMode))
 	}
@@ -435,18 +446,19 @@ func hostGroupVars(spec *kaov1.KarmadaDeploymentSpec, r kaov1.HostRole) map[stri
 }
 
 // membersVar is kao_members: the spec.members in name order, each with its
-// kubeconfig on the controller (when the runner wrote one) and its context
-// ("" for either when unset).
+// index in that order (karmada_addons numbers the estimators' ports by it),
+// its kubeconfig on the controller (when the runner wrote one) and its
+// context ("" for either when unset).
 func membersVar(members []kaov1.MemberSpec, opts Options) []any {
 	sorted := slices.Clone(members)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	out := []any{}
-	for _, m := range sorted {
+	for i, m := range sorted {
 		kubeconfig := any("")
 		if opts.MemberKubeconfigPath != nil {
 			kubeconfig = str(opts.MemberKubeconfigPath(m.Name), "")
 		}
-		out = append(out, map[string]any{"name": unsafe(m.Name), "kubeconfig": kubeconfig, "context": str(m.Context, "")})
+		out = append(out, map[string]any{"name": unsafe(m.Name), "index": i, "kubeconfig": kubeconfig, "context": str(m.Context, "")})
 	}
 	return out
 }
