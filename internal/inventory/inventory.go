@@ -10,6 +10,7 @@ import (
 	"time"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
 )
 
 // Group names of kao's inventory. The API's InventoryGroup enum lists the same names.
@@ -261,7 +262,7 @@ func agentCertificateDelivered(kd *kaov1.KarmadaDeployment, m kaov1.MemberStatus
 		current, ok = opts.AgentCertificateNotAfter(m.Name)
 	} else {
 		for _, c := range kd.Status.Certificates {
-			if c.Name == "karmada-agent-"+m.Name {
+			if c.Name == pki.AgentClient(m.Name) {
 				current, ok = c.NotAfter.Time, true
 			}
 		}

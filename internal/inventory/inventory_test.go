@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,9 +15,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
 )
 
 // update rewrites the golden files from the current output: go test ./internal/inventory/ -run Golden -update
@@ -483,6 +486,10 @@ var ourLiterals = map[string]bool{
 	addressTypeIPv4: true, addressTypeIPv6: true, addressTypeFQDN: true,
 }
 
+// etcdPodName matches the names kao gives a Containerized etcd's pods
+// (EtcdPodNames): its own literal and a number.
+var etcdPodName = regexp.MustCompile(`^` + EtcdStatefulSet + `-[0-9]+$`)
+
 // allowedVariables are the only variable names that are not kao_ variables.
 var allowedVariables = map[string]bool{
 	"ansible_host": true, "ansible_port": true, "ansible_user": true,
@@ -507,7 +514,7 @@ func TestStringsAreUnsafeAndNamesAllowListed(t *testing.T) {
 						t.Errorf("%s: variable %s is not allow-listed", where, k)
 					}
 					walkPlainStrings(v, where+"."+k, func(path, s string) {
-						if !ourLiterals[s] {
+						if !ourLiterals[s] && !etcdPodName.MatchString(s) {
 							t.Errorf("%s = %q is a plain string; CR-derived strings must be unsafe", path, s)
 						}
 					})
@@ -643,5 +650,65 @@ func TestHostGroupAddressesAndType(t *testing.T) {
 				t.Errorf("URL hosts = %v, want %v", urls, tc.wantURL)
 			}
 		})
+	}
+}
+
+func TestEtcdPodNamesFollowTheReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		name     string             // what the case proves
+		managed  *kaov1.ManagedEtcd // spec.etcd.managed
+		wantPods []string           // the pod names the operator and the roles use
+	}{
+		{name: "replicas unset means one pod", managed: &kaov1.ManagedEtcd{}, wantPods: []string{"karmada-etcd-0"}},
+		{name: "three replicas, numbered from zero", managed: &kaov1.ManagedEtcd{Replicas: ptr.To(int32(3))},
+			wantPods: []string{"karmada-etcd-0", "karmada-etcd-1", "karmada-etcd-2"}},
+		{name: "no managed etcd counts as the default", wantPods: []string{"karmada-etcd-0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
+				Mode: kaov1.ContainerizedMode, Etcd: kaov1.EtcdSpec{Managed: tc.managed}}}
+			if got := EtcdPodNames(kd); !slices.Equal(got, tc.wantPods) {
+				t.Errorf("EtcdPodNames = %v, want %v", got, tc.wantPods)
+			}
+			if tc.managed == nil {
+				return
+			}
+			// kao_etcd carries the same names, and their count as replicas.
+			v := etcdVars(kd, true)
+			var pods []string
+			for _, p := range v["pod_names"].([]any) {
+				pods = append(pods, p.(string))
+			}
+			if !slices.Equal(pods, tc.wantPods) || v["replicas"] != len(tc.wantPods) {
+				t.Errorf("kao_etcd.pod_names = %v, replicas = %v, want %v", pods, v["replicas"], tc.wantPods)
+			}
+		})
+	}
+}
+
+func TestMembersCarryTheirIndexAndAgentIdentity(t *testing.T) {
+	kd := loadCase(t, "binary-ha")
+	inv := mustBuild(t, kd, Options{MemberKubeconfigPath: memberKubeconfigIn("/run")})
+	// kao_members: name order, numbered from zero (the estimators' ports).
+	for i, m := range inv.allVars["kao_members"].([]any) {
+		entry := m.(map[string]any)
+		if entry["index"] != i {
+			t.Errorf("kao_members[%d] has index %v", i, entry["index"])
+		}
+		if i > 0 && string(entry["name"].(unsafe)) < string(inv.allVars["kao_members"].([]any)[i-1].(map[string]any)["name"].(unsafe)) {
+			t.Errorf("kao_members is not in name order at %d", i)
+		}
+	}
+	// Every member host, joining or leaving, names the certificate and user
+	// kao's PKI issues for its karmada-agent.
+	for _, h := range append(inv.Hosts(GroupMembers), inv.Hosts(GroupMembersUnjoin)...) {
+		v := inv.hostVars[h]
+		name := string(v["kao_member_name"].(unsafe))
+		if got := v["kao_member_agent_certificate"]; got != unsafe(pki.AgentClient(name)) {
+			t.Errorf("%s: kao_member_agent_certificate = %v, want %s", h, got, pki.AgentClient(name))
+		}
+		if got := v["kao_member_agent_user"]; got != unsafe("system:karmada:agent:"+name) {
+			t.Errorf("%s: kao_member_agent_user = %v, want system:karmada:agent:%s", h, got, name)
+		}
 	}
 }

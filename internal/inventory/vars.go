@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
 )
 
 // Defaults the API documents; the inventory spells them out so roles need no defaults of their own.
@@ -40,7 +41,28 @@ const (
 	addressTypeIPv4 = "IPv4"
 	addressTypeIPv6 = "IPv6"
 	addressTypeFQDN = "FQDN"
+	// EtcdStatefulSet is the StatefulSet of a Containerized managed etcd and
+	// its headless Service: each member is a pod <EtcdStatefulSet>-<i>, named
+	// <pod>.<EtcdStatefulSet>.<namespace>.svc in the host cluster. The
+	// karmada_workloads role creates it under this name.
+	EtcdStatefulSet = "karmada-etcd"
 )
+
+// EtcdPodNames are the pods of a Containerized managed etcd, its members:
+// <EtcdStatefulSet>-<i> for each of spec.etcd.managed.replicas (default 1).
+// The operator (certificates, probes, claims) and the karmada_workloads role
+// (kao_etcd.pod_names) both take them from here.
+func EtcdPodNames(kd *kaov1.KarmadaDeployment) []string {
+	n := defaultReplicas
+	if m := kd.Spec.Etcd.Managed; m != nil && m.Replicas != nil {
+		n = int(*m.Replicas)
+	}
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, EtcdStatefulSet+"-"+strconv.Itoa(i))
+	}
+	return out
+}
 
 // str wraps s as an unsafe string, or returns def (our own literal) when s is empty.
 func str(s, def string) any {
@@ -108,10 +130,19 @@ func memberKubeconfig(v vars, name string, opts Options) {
 	}
 }
 
+// memberIdentity adds what a member's karmada-agent is in karmada-apiserver,
+// as kao's PKI issues it: the name of its client certificate in the PKI
+// directory and its user name (the certificate's subject).
+func memberIdentity(v vars, name string) {
+	v["kao_member_agent_certificate"] = unsafe(pki.AgentClient(name))
+	v["kao_member_agent_user"] = unsafe(pki.AgentUser(name))
+}
+
 // specMemberVars are the variables of a member listed in spec.members.
 func specMemberVars(m kaov1.MemberSpec, opts Options) vars {
 	v := localVars()
 	v["kao_member_name"] = unsafe(m.Name)
+	memberIdentity(v, m.Name)
 	v["kao_member_sync_mode"] = unsafe(string(m.SyncMode))
 	memberKubeconfig(v, m.Name, opts)
 	if m.Context != "" {
@@ -134,6 +165,7 @@ func specMemberVars(m kaov1.MemberSpec, opts Options) vars {
 func statusMemberVars(m kaov1.MemberStatus, opts Options) vars {
 	v := localVars()
 	v["kao_member_name"] = unsafe(m.Name)
+	memberIdentity(v, m.Name)
 	if m.SyncMode != "" {
 		v["kao_member_sync_mode"] = unsafe(string(m.SyncMode))
 	}
@@ -168,7 +200,7 @@ func deploymentVars(kd *kaov1.KarmadaDeployment) vars {
 		"kao_api_cert_sans":        strs(spec.APIServer.CertSANs),
 		"kao_api_service_subnet":   str(spec.APIServer.ServiceSubnet, defaultServiceSubnet),
 		"kao_image_registry":       str(spec.Artifacts.ImageRegistry, ""),
-		"kao_etcd":                 etcdVars(spec, containerized),
+		"kao_etcd":                 etcdVars(kd, containerized),
 		"kao_apiserver_hosts":      hostGroupVars(spec, kaov1.APIServerRole),
 		"kao_control_plane_hosts":  hostGroupVars(spec, kaov1.ControlPlaneRole),
 		"kao_components": map[string]any{
@@ -260,7 +292,8 @@ func apiEndpoint(spec *kaov1.KarmadaDeploymentSpec, securePort int) any {
 }
 
 // etcdVars is kao_etcd: a managed cluster's settings, or an external cluster's endpoints.
-func etcdVars(spec *kaov1.KarmadaDeploymentSpec, containerized bool) map[string]any {
+func etcdVars(kd *kaov1.KarmadaDeployment, containerized bool) map[string]any {
+	spec := &kd.Spec
 	if ext := spec.Etcd.External; ext != nil {
 		return map[string]any{
 			"managed":    false,
@@ -277,7 +310,7 @@ func etcdVars(spec *kaov1.KarmadaDeploymentSpec, containerized bool) map[string]
 		"extra_args":           argVars(m.ExtraArgs),
 	}
 	// The hosts of the etcd group, in its order (none in Containerized mode,
-	// whose members are pods): the roles build the initial cluster and the
+	// whose members are pod_names'): the roles build the initial cluster and the
 	// API servers' --etcd-servers from them.
 	members := []any{}
 	for _, h := range hostsWithRole(spec, kaov1.EtcdRole) {
@@ -285,15 +318,18 @@ func etcdVars(spec *kaov1.KarmadaDeploymentSpec, containerized bool) map[string]
 	}
 	out["members"] = members
 	if containerized {
-		replicas := defaultReplicas
-		if m.Replicas != nil {
-			replicas = int(*m.Replicas)
-		}
 		size := ""
 		if m.Storage.Size != nil {
 			size = m.Storage.Size.String()
 		}
-		out["replicas"] = replicas
+		// The StatefulSet's pods, one per replica: the role builds the
+		// initial cluster and picks the certificates' files by them.
+		pods := []any{}
+		for _, p := range EtcdPodNames(kd) {
+			pods = append(pods, p)
+		}
+		out["replicas"] = len(pods)
+		out["pod_names"] = pods
 		out["storage"] = map[string]any{
 			"type":               str(string(m.Storage.Type), defaultEtcdStorageType),
 			"size":               str(size, defaultEtcdStorageSize),
@@ -410,18 +446,19 @@ func hostGroupVars(spec *kaov1.KarmadaDeploymentSpec, r kaov1.HostRole) map[stri
 }
 
 // membersVar is kao_members: the spec.members in name order, each with its
-// kubeconfig on the controller (when the runner wrote one) and its context
-// ("" for either when unset).
+// index in that order (karmada_addons numbers the estimators' ports by it),
+// its kubeconfig on the controller (when the runner wrote one) and its
+// context ("" for either when unset).
 func membersVar(members []kaov1.MemberSpec, opts Options) []any {
 	sorted := slices.Clone(members)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	out := []any{}
-	for _, m := range sorted {
+	for i, m := range sorted {
 		kubeconfig := any("")
 		if opts.MemberKubeconfigPath != nil {
 			kubeconfig = str(opts.MemberKubeconfigPath(m.Name), "")
 		}
-		out = append(out, map[string]any{"name": unsafe(m.Name), "kubeconfig": kubeconfig, "context": str(m.Context, "")})
+		out = append(out, map[string]any{"name": unsafe(m.Name), "index": i, "kubeconfig": kubeconfig, "context": str(m.Context, "")})
 	}
 	return out
 }

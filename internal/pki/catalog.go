@@ -106,6 +106,11 @@ func EtcdPeer(host string) string { return etcdPeerPrefix + host }
 // pull-mode member cluster member presents to karmada-apiserver.
 func AgentClient(member string) string { return agentClientPrefix + member }
 
+// AgentUser is the user name of member's karmada-agent in karmada-apiserver,
+// the subject of its AgentClient certificate, which Karmada's per-cluster
+// agent RBAC names.
+func AgentUser(member string) string { return agentIdentityPrefix + member }
+
 // issuerOf names the CA that signs name. It follows the naming scheme of the
 // catalog (catalog_test.go checks that they agree), so that Validate needs no
 // Request.
@@ -233,7 +238,7 @@ func catalog(r *request) []spec {
 	// One identity per pull-mode member, never system:masters: Karmada's
 	// per-cluster agent RBAC grants it only what that member's agent needs.
 	for _, m := range r.PullMembers {
-		specs = append(specs, client(AgentClient(m), CA, agentIdentityPrefix+m, agentsGroup))
+		specs = append(specs, client(AgentClient(m), CA, AgentUser(m), agentsGroup))
 	}
 
 	if !r.ExternalEtcd {

@@ -30,8 +30,14 @@ func Step(t *testing.T, name string, f func(t *testing.T)) {
 // Kubectl runs kubectl (bin) with kubeconfig and returns its stdout; the error
 // carries stderr. One call takes at most KubectlTimeout.
 func Kubectl(ctx context.Context, bin, kubeconfig string, args ...string) (string, error) {
+	return KubectlInput(ctx, bin, kubeconfig, "", args...)
+}
+
+// KubectlInput runs kubectl like Kubectl, with stdin as its standard input
+// (a manifest for `create -f -`).
+func KubectlInput(ctx context.Context, bin, kubeconfig, stdin string, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
-	if err := kubectl(ctx, bin, kubeconfig, &stdout, &stderr, args); err != nil {
+	if err := kubectl(ctx, bin, kubeconfig, stdin, &stdout, &stderr, args); err != nil {
 		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
@@ -43,16 +49,19 @@ func Kubectl(ctx context.Context, bin, kubeconfig string, args ...string) (strin
 func MustKubectl(ctx context.Context, t testing.TB, bin, kubeconfig string, args ...string) string {
 	t.Helper()
 	var out bytes.Buffer
-	if err := kubectl(ctx, bin, kubeconfig, &out, &out, args); err != nil {
+	if err := kubectl(ctx, bin, kubeconfig, "", &out, &out, args); err != nil {
 		t.Fatalf("kubectl %s with %s: %v\n%s", strings.Join(args, " "), kubeconfig, err, out.String())
 	}
 	return out.String()
 }
 
-func kubectl(ctx context.Context, bin, kubeconfig string, stdout, stderr io.Writer, args []string) error {
+func kubectl(ctx context.Context, bin, kubeconfig, stdin string, stdout, stderr io.Writer, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, KubectlTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	return cmd.Run()
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"testing"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -19,6 +20,32 @@ import (
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// ToolDir is the bin directory of a tool set built by hack/tools.sh
+// (kubernetes, etcd, karmada, karmada-addons, kwok). It fails t when the set
+// is not built.
+func ToolDir(t testing.TB, set string) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(RepoRoot(), "hack", "tools.sh"), "dir", set).Output()
+	if err != nil {
+		t.Fatalf("locating the %s tools with hack/tools.sh: %v", set, err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if _, err := os.Stat(filepath.Join(dir, "..", ".complete")); err != nil {
+		t.Fatalf("the test needs the %s tools in %s: run `make tools` (or hack/tools.sh build %s) first", set, dir, set)
+	}
+	return dir
+}
+
+// ToolPath is a binary of a tool set built by hack/tools.sh, like ToolDir.
+func ToolPath(t testing.TB, set, bin string) string {
+	t.Helper()
+	p := filepath.Join(ToolDir(t, set), bin)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the test needs %s: %v; run `make tools` (or hack/tools.sh build %s) first", bin, err, set)
+	}
+	return p
 }
 
 // AssetsDir returns the directory holding kube-apiserver, etcd and kubectl:

@@ -242,6 +242,7 @@ var otherFlags = map[string]string{
 	"cluster-success-threshold":       "karmada-controller-manager",
 	"enable-scheduler-estimator":      "karmada-scheduler",
 	"initial-cluster-state":           "etcd",
+	"cluster-zones":                   "karmada-agent",
 	"list":                            "kao-inventory",
 	"host":                            "kao-inventory",
 	"file":                            "kao-inventory",

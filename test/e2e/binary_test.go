@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -185,19 +185,16 @@ func TestBinaryInstall(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, kubeconfigSecret.Data[ref.Key], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), "--kubeconfig", kubeconfig, "get", "--raw", "/readyz").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+	kubectlBin := filepath.Join(env.AssetsDir, "kubectl")
+	out, err := testenv.Kubectl(ctx, kubectlBin, kubeconfig, "get", "--raw", "/readyz")
+	if err != nil || strings.TrimSpace(out) != "ok" {
 		t.Fatalf("kubectl get --raw /readyz with the exported kubeconfig: %v: %s", err, out)
 	}
 	// Karmada's APIs are served: the CRDs and the Cluster API through
 	// karmada-aggregated-apiserver.
 	kubectl := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
+		return testenv.MustKubectl(ctx, t, kubectlBin, kubeconfig, args...)
 	}
 	if groups := kubectl("api-resources", "-o", "name"); !strings.Contains(groups, "propagationpolicies.policy.karmada.io") ||
 		!strings.Contains(groups, "clusters.cluster.karmada.io") {
@@ -244,8 +241,8 @@ func TestBinaryInstall(t *testing.T) {
 		}
 		return p
 	}
-	out, err = exec.Command(filepath.Join(env.AssetsDir, "kubectl"), "--kubeconfig", kubeconfig, "create", "-f", policy("invalid", "elsewhere")).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "admission webhook") || !strings.Contains(string(out), "denied the request") {
+	out, err = testenv.Kubectl(ctx, kubectlBin, kubeconfig, "create", "-f", policy("invalid", "elsewhere"))
+	if err == nil || !strings.Contains(err.Error(), "admission webhook") || !strings.Contains(err.Error(), "denied the request") {
 		t.Errorf("an invalid PropagationPolicy was not refused by karmada-webhook: %v: %s", err, out)
 	}
 	kubectl("create", "-f", policy("valid", ""))

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hostcluster"
 	"github.com/kao-io/kao/test/members"
 )
@@ -29,7 +30,7 @@ var containerizedAddonWorkloads = []string{"karmada-search", "karmada-metrics-ad
 // containerizedAddonImages are the addons' images, from the addons' tools.
 func containerizedAddonImages(t testing.TB) map[string]hostcluster.Image {
 	t.Helper()
-	dir := hostcluster.ToolDir(t, "karmada-addons")
+	dir := testenv.ToolDir(t, "karmada-addons")
 	out := map[string]hostcluster.Image{}
 	for _, name := range []string{"karmada-search", "karmada-metrics-adapter", "karmada-descheduler", "karmada-scheduler-estimator"} {
 		out["karmada/"+name] = hostcluster.Image{Dir: dir, Tag: "v1.18.1"}
@@ -143,7 +144,7 @@ func containerizedAddons(t *testing.T, hc *hostcluster.Cluster, kubelet *hostclu
 		t.Errorf("%d addon objects left in the host cluster after disabling the addons", n)
 	}
 	for _, name := range []string{"apiservice/v1alpha1.search.karmada.io", "apiservice/v1beta1.metrics.k8s.io"} {
-		if out, err := karmadaKubectlErr(t, disabled, "get", name); err == nil || !strings.Contains(out, "NotFound") {
+		if out, err := karmadaKubectlErr(t, disabled, "get", name); err == nil || !strings.Contains(err.Error(), "NotFound") {
 			t.Errorf("%s is still registered after disabling the addons: %v %s", name, err, out)
 		}
 	}

@@ -198,7 +198,7 @@ func TestContainerizedInstall(t *testing.T) {
 		"spec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap, namespace: elsewhere}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := karmadaKubectlErr(t, ready, "create", "--dry-run=server", "-f", invalid); err == nil || !strings.Contains(out, "denied the request") {
+	if out, err := karmadaKubectlErr(t, ready, "create", "--dry-run=server", "-f", invalid); err == nil || !strings.Contains(err.Error(), "denied the request") {
 		t.Errorf("karmada-webhook did not refuse an invalid PropagationPolicy: %v: %s", err, out)
 	}
 
@@ -341,7 +341,7 @@ func TestContainerizedInstall(t *testing.T) {
 // for them, at the tags kao's defaults name.
 func containerizedImages(t testing.TB) map[string]hostcluster.Image {
 	t.Helper()
-	kubeDir, etcdDir, karmadaDir := hostcluster.ToolDir(t, "kubernetes"), hostcluster.ToolDir(t, "etcd"), hostcluster.ToolDir(t, "karmada")
+	kubeDir, etcdDir, karmadaDir := testenv.ToolDir(t, "kubernetes"), testenv.ToolDir(t, "etcd"), testenv.ToolDir(t, "karmada")
 	return map[string]hostcluster.Image{
 		"etcd":                                 {Dir: etcdDir, Tag: "3.6.6-0"},
 		"kube-apiserver":                       {Dir: kubeDir, Tag: "v1.35.4"},

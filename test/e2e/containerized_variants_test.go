@@ -131,7 +131,7 @@ func TestContainerizedVariants(t *testing.T) {
 		}
 	})
 	resolveClusterNames(t, kubeletExt.HostsFile())
-	ext := startExternalEtcd(t, hostcluster.ToolDir(t, "etcd"))
+	ext := startExternalEtcd(t, testenv.ToolDir(t, "etcd"))
 
 	operator, hostKubeconfig := operatorInHostCluster(t, hc)
 	ns := newNamespace(t)
@@ -300,7 +300,7 @@ func TestContainerizedVariants(t *testing.T) {
 	}
 	checkKubeconfigServer(t, ready, net.JoinHostPort(hc.NodeAddresses[hc.Nodes[0]], strconv.Itoa(int(svc.Spec.Ports[0].NodePort))))
 	kubectl = karmadaKubectl(t, ready)
-	if out, err := karmadaKubectlErr(t, ready, "get", "configmap", "kao-e2e-marker", "-n", "default"); err == nil || !strings.Contains(out, "NotFound") {
+	if out, err := karmadaKubectlErr(t, ready, "get", "configmap", "kao-e2e-marker", "-n", "default"); err == nil || !strings.Contains(err.Error(), "NotFound") {
 		t.Errorf("the EmptyDir etcd holds the HostPath deployment's ConfigMap (or kubectl failed otherwise): %v: %s", err, out)
 	}
 	kubectl("create", "configmap", "kao-e2e-marker", "-n", "default", "--from-literal=written=on-emptydir")

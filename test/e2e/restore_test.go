@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -174,7 +174,7 @@ func backupAndRestore(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployme
 	if after := dumpObjects(t, kubectl); !maps.Equal(after, before) {
 		t.Errorf("the restored objects differ: %d before, %d after; first difference: %s", len(before), len(after), firstDifference(before, after))
 	}
-	if out, err := karmadaKubectlErr(t, ready, "get", "configmap", "after-backup", "-n", restoreNamespace); err == nil || !strings.Contains(out, "NotFound") {
+	if out, err := karmadaKubectlErr(t, ready, "get", "configmap", "after-backup", "-n", restoreNamespace); err == nil || !strings.Contains(err.Error(), "NotFound") {
 		t.Errorf("the ConfigMap written after the backup survived the restore: %v: %s", err, out)
 	}
 
@@ -324,31 +324,24 @@ func firstDifference(want, got map[string]string) string {
 }
 
 // karmadaKubectl writes the exported admin kubeconfig and returns a kubectl
-// that fails the test on error.
+// that fails the test on error and returns stdout.
 func karmadaKubectl(t testing.TB, kd *kaov1.KarmadaDeployment) func(...string) string {
 	t.Helper()
 	return func(args ...string) string {
 		t.Helper()
 		out, err := karmadaKubectlErr(t, kd, args...)
 		if err != nil {
-			t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+			t.Fatal(err)
 		}
 		return out
 	}
 }
 
-// karmadaKubectlErr runs kubectl with the exported admin kubeconfig.
+// karmadaKubectlErr runs kubectl with the exported admin kubeconfig
+// (testenv.Kubectl: stdout, and an error that carries stderr).
 func karmadaKubectlErr(t testing.TB, kd *kaov1.KarmadaDeployment, args ...string) (string, error) {
 	t.Helper()
-	file := writeKarmadaKubeconfig(t, kd)
-	cmd := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), append([]string{"--kubeconfig", file, "--request-timeout=60s"}, args...)...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err != nil {
-		return stdout.String() + stderr.String(), err
-	}
-	return stdout.String(), nil
+	return testenv.Kubectl(context.Background(), filepath.Join(env.AssetsDir, "kubectl"), writeKarmadaKubeconfig(t, kd), args...)
 }
 
 // etcdStatus is what etcdctl endpoint status says of one member.

@@ -88,7 +88,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.Volumes == 0 {
 		opts.Volumes = 3
 	}
-	kwok := toolPath(t, "kwok", "kwok")
+	kwok := testenv.ToolPath(t, "kwok", "kwok")
 	m := members.Start(t, 1, members.Options{Controllers: controllers})[0]
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(m.Kubeconfig)
 	if err != nil {
@@ -141,31 +141,6 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c.makeStorage(ctx, t, opts.Volumes)
 	c.startBinder(t)
 	return c
-}
-
-// ToolDir is the bin directory of a tool set built by hack/tools.sh
-// (kubernetes, etcd, karmada, kwok). It fails t when the set is not built.
-func ToolDir(t testing.TB, set string) string {
-	t.Helper()
-	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "tools.sh"), "dir", set).Output()
-	if err != nil {
-		t.Fatalf("host cluster: locating the %s tools with hack/tools.sh: %v", set, err)
-	}
-	dir := strings.TrimSpace(string(out))
-	if _, err := os.Stat(filepath.Join(dir, "..", ".complete")); err != nil {
-		t.Fatalf("host cluster needs the %s tools in %s: run `make tools` (or hack/tools.sh build %s) first", set, dir, set)
-	}
-	return dir
-}
-
-// toolPath finds a binary of a tool set built by hack/tools.sh.
-func toolPath(t testing.TB, set, bin string) string {
-	t.Helper()
-	p := filepath.Join(ToolDir(t, set), bin)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("host cluster needs %s: %v; run `make tools` (or hack/tools.sh build %s) first", bin, err, set)
-	}
-	return p
 }
 
 // startKwok runs kwok for the nodes with nodeAnnotation, with its default

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/kao-io/kao/internal/testenv"
 )
 
 // TestWorkloadsBecomeReadyAndRun starts a host cluster, checks that a
@@ -58,7 +60,7 @@ func TestWorkloadsBecomeReadyAndRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	etcdDir := ToolDir(t, "etcd")
+	etcdDir := testenv.ToolDir(t, "etcd")
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "kv", Namespace: ns},
 		Spec: appsv1.DeploymentSpec{

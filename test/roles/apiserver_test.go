@@ -10,7 +10,6 @@ import (
 	"math/big"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,7 +31,7 @@ import (
 func TestKarmadaAPIServer(t *testing.T) {
 	requirePrerequisites(t)
 	root := repoRoot(t)
-	kubectl := kubectlPath(t)
+	kubectl := testenv.ToolPath(t, "kubernetes", "kubectl")
 	bundle, m := buildBundle(t)
 	dc := hosts.Start(t, 3)
 	hs := dc.Hosts()
@@ -235,21 +234,6 @@ func TestKarmadaAPIServer(t *testing.T) {
 			}
 		}
 	})
-}
-
-// kubectlPath is the pinned kubectl from `hack/tools.sh dir kubernetes`; a
-// missing one fails the test (`make tools` builds it).
-func kubectlPath(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command(filepath.Join(repoRoot(t), "hack", "tools.sh"), "dir", "kubernetes").Output()
-	if err != nil {
-		t.Fatalf("hack/tools.sh dir kubernetes: %v", err)
-	}
-	p := filepath.Join(strings.TrimSpace(string(out)), "kubectl")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the API server test needs the pinned kubectl (%v): run make tools", err)
-	}
-	return p
 }
 
 // genPKI issues kao's PKI with internal/pki for etcd on every host and the API

@@ -238,7 +238,7 @@ type: kubernetes.io/service-account-token
 
 	testenv.Step(t, "karmada-webhook refuses an invalid PropagationPolicy", func(t *testing.T) {
 		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "create", "namespace", webhookTestNamespace)
-		out, err := kubectlOutput(ctx, kubectl, kubeconfig, invalidPolicy, "create", "-f", "-")
+		out, err := testenv.KubectlInput(ctx, kubectl, kubeconfig, invalidPolicy, "create", "-f", "-")
 		if err == nil {
 			t.Fatalf("karmada-apiserver stored a PropagationPolicy selecting another namespace:\n%s", out)
 		}
@@ -246,18 +246,18 @@ type: kubernetes.io/service-account-token
 			`admission webhook "propagationpolicy.karmada.io" denied the request`,
 			"namespace of resource selector must be the same as the namespace of the policy",
 		} {
-			if !strings.Contains(out, want) {
-				t.Errorf("the refusal does not say %q:\n%s", want, out)
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the refusal does not say %q:\n%v", want, err)
 			}
 		}
-		if out, err := kubectlOutput(ctx, kubectl, kubeconfig, "", "-n", webhookTestNamespace, "get", "propagationpolicy", "kao-invalid"); err == nil ||
-			!strings.Contains(out, "NotFound") {
+		if out, err := testenv.Kubectl(ctx, kubectl, kubeconfig, "-n", webhookTestNamespace, "get", "propagationpolicy", "kao-invalid"); err == nil ||
+			!strings.Contains(err.Error(), "NotFound") {
 			t.Errorf("the refused policy exists: %v\n%s", err, out)
 		}
 	})
 
 	testenv.Step(t, "karmada-webhook accepts and defaults a valid PropagationPolicy", func(t *testing.T) {
-		out, err := kubectlOutput(ctx, kubectl, kubeconfig, validPolicy, "create", "-f", "-")
+		out, err := testenv.KubectlInput(ctx, kubectl, kubeconfig, validPolicy, "create", "-f", "-")
 		if err != nil {
 			t.Fatalf("karmada-apiserver refused a valid PropagationPolicy: %v\n%s", err, out)
 		}
@@ -283,7 +283,7 @@ type: kubernetes.io/service-account-token
 				t.Errorf("%s converts with %q, want Webhook karmada-webhook /convert", crd, conv)
 			}
 		}
-		if out, err := kubectlOutput(ctx, kubectl, kubeconfig, storedBinding, "create", "-f", "-"); err != nil {
+		if out, err := testenv.KubectlInput(ctx, kubectl, kubeconfig, storedBinding, "create", "-f", "-"); err != nil {
 			t.Fatalf("creating a ResourceBinding: %v\n%s", err, out)
 		}
 		// Stored as v1alpha2: reading it as v1alpha1 calls /convert.
@@ -371,7 +371,7 @@ type: kubernetes.io/service-account-token
 			{[]string{"create", "certificatesigningrequests.certificates.k8s.io", "--subresource=clusteragent"}, "yes"},
 			{[]string{"get", "secrets", "-n", "kube-system"}, "no"},
 		} {
-			out, _ := kubectlOutput(ctx, kubectl, tokenKC, "", append([]string{"auth", "can-i"}, c.args...)...)
+			out, _ := testenv.Kubectl(ctx, kubectl, tokenKC, append([]string{"auth", "can-i"}, c.args...)...)
 			// The answer is the last line; kubectl may warn before it.
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			if got := lines[len(lines)-1]; got != c.want {

@@ -1,7 +1,6 @@
 package roles
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -14,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -82,21 +80,6 @@ const clusterInfoPath = "/api/v1/namespaces/kube-public/configmaps/cluster-info"
 
 // uuidPattern matches the permanent IDs karmada-webhook puts in labels.
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-// kubectlOutput runs kubectl with a kubeconfig and returns its combined output
-// and error, for commands expected to fail.
-func kubectlOutput(ctx context.Context, kubectl, kubeconfig string, stdin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
-}
 
 // anonymousClient trusts kao's CA and presents no credential, like
 // `curl --cacert ca.crt`.

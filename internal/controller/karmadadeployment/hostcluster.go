@@ -19,6 +19,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/pipeline"
 	"github.com/kao-io/kao/internal/controller/reason"
+	"github.com/kao-io/kao/internal/inventory"
 )
 
 const (
@@ -254,7 +255,7 @@ func claimEtcdVolumes(ctx context.Context, kd *kaov1.KarmadaDeployment, hc *pipe
 	}
 	takeOver := kd.Annotations[kaov1.TakeOverFromAnnotation]
 	claims := hc.Client.CoreV1().PersistentVolumeClaims(hc.Namespace)
-	for _, pod := range pipeline.EtcdMemberNames(kd) {
+	for _, pod := range inventory.EtcdPodNames(kd) {
 		name := etcdClaimPrefix + pod
 		pvc, err := claims.Get(ctx, name, metav1.GetOptions{})
 		switch {

@@ -19,6 +19,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/pipeline"
+	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/probe"
 )
@@ -248,7 +249,7 @@ func (r *Reconciler) observeContainerizedEtcd(ctx context.Context, kd *kaov1.Kar
 			return comp
 		}
 		members := map[string]string{}
-		for _, pod := range pipeline.EtcdMemberNames(kd) {
+		for _, pod := range inventory.EtcdPodNames(kd) {
 			members[pod] = pipeline.EtcdMemberURL(kd, pod)
 		}
 		health := r.etcdProber().Etcd(ctx, members, tlsConfig)
@@ -278,7 +279,7 @@ func (r *Reconciler) observeContainerizedEtcd(ctx context.Context, kd *kaov1.Kar
 			apiCheck = "karmada-apiserver's etcd check fails: " + eps[0].Message
 		}
 	}
-	recordEtcdPodHealth(kd, pipeline.EtcdMemberNames(kd), ready, api.URL != "", apiCheck)
+	recordEtcdPodHealth(kd, inventory.EtcdPodNames(kd), ready, api.URL != "", apiCheck)
 	return comp
 }
 

@@ -21,6 +21,7 @@ import (
 	bundle "github.com/kao-io/kao/internal/artifacts"
 	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
+	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/probe"
 )
 
@@ -88,7 +89,7 @@ func (g *Gatherer) EtcdSourceOf(ctx context.Context, kd *kaov1.KarmadaDeployment
 func managedEtcdMembers(kd *kaov1.KarmadaDeployment) map[string]string {
 	out := map[string]string{}
 	if kd.Spec.Mode == kaov1.ContainerizedMode {
-		for _, pod := range EtcdMemberNames(kd) {
+		for _, pod := range inventory.EtcdPodNames(kd) {
 			out[pod] = EtcdMemberURL(kd, pod)
 		}
 		return out

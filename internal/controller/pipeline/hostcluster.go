@@ -17,6 +17,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/reason"
+	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/kubeconfig"
 	"github.com/kao-io/kao/internal/pki"
 )
@@ -38,8 +39,9 @@ const (
 	HostMetricsAdapter = "karmada-metrics-adapter"
 
 	// HostEtcd is the etcd StatefulSet and its headless Service, which gives
-	// every member the DNS name <HostEtcd>-<i>.<HostEtcd>.<namespace>.svc.
-	HostEtcd = "karmada-etcd"
+	// every member (inventory.EtcdPodNames) the DNS name
+	// <HostEtcd>-<i>.<HostEtcd>.<namespace>.svc.
+	HostEtcd = inventory.EtcdStatefulSet
 
 	// hostEtcdClient is the Service etcd clients use.
 	hostEtcdClient = "karmada-etcd-client"
@@ -90,19 +92,6 @@ func HostDNSDomain(kd *kaov1.KarmadaDeployment) string {
 func ServiceNames(kd *kaov1.KarmadaDeployment, name string) []string {
 	short := name + "." + HostNamespace(kd) + ".svc"
 	return []string{short, short + "." + HostDNSDomain(kd)}
-}
-
-// EtcdMemberNames are the pod names of a Containerized managed etcd cluster.
-func EtcdMemberNames(kd *kaov1.KarmadaDeployment) []string {
-	n := int32(1)
-	if m := kd.Spec.Etcd.Managed; m != nil && m.Replicas != nil {
-		n = *m.Replicas
-	}
-	out := make([]string, 0, n)
-	for i := range n {
-		out = append(out, HostEtcd+"-"+strconv.Itoa(int(i)))
-	}
-	return out
 }
 
 // EtcdMemberURL is the client URL of a Containerized etcd member.

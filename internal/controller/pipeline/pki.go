@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/pki"
 )
 
@@ -67,7 +68,7 @@ func PKIRequest(kd *kaov1.KarmadaDeployment) pki.Request {
 		}
 		if spec.Etcd.Managed != nil {
 			clientNames := append(ServiceNames(kd, hostEtcdClient), hostEtcdClient)
-			for _, pod := range EtcdMemberNames(kd) {
+			for _, pod := range inventory.EtcdPodNames(kd) {
 				names := ServiceNames(kd, HostEtcd)
 				req.EtcdHosts = append(req.EtcdHosts, pki.Host{
 					Name: pod, Address: pod + "." + names[1],
