@@ -29,11 +29,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,12 +74,18 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	name := flag.String("name", "kao-manager:dev", "Image reference written into the archive (registry/repository:tag).")
-	out := flag.String("out", filepath.Join(root, "_out", "image"), "Directory for the archive (<repository>.oci.tar) and its digest file.")
+	nameFlag := flag.String("name", "kao-manager:dev", "Image name written into the archive: [registry/]repository:tag.")
+	out := flag.String("out", filepath.Join(root, "_out", "image"), "Directory for the archive (<repository>.oci.tar), its digest and its Debian package list.")
 	cache := flag.String("cache", defaultCache(), "Directory caching the Debian and bundle layers.")
-	artifacts := flag.String("artifacts", filepath.Join(root, "_out", "artifacts"), "Offline bundle to include (make artifacts).")
+	artifacts := flag.String("artifacts", firstNonEmpty(os.Getenv("KAO_ARTIFACTS_DIR"), filepath.Join(root, "_out", "artifacts")),
+		"Offline bundle to include (make artifacts); $KAO_ARTIFACTS_DIR when set.")
 	mirror := flag.String("mirror", "", "Debian mirror URL; the first of the machine's apt sources when empty.")
+	security := flag.String("security-mirror", "", "Debian security mirror URL; the mirror's sibling .../debian-security when empty.")
 	flag.Parse()
+	name, err := ociimage.ParseReference(*nameFlag)
+	if err != nil {
+		return err
+	}
 
 	start := time.Now()
 	for _, dir := range []string{*out, *cache} {
@@ -83,38 +93,82 @@ func run() error {
 			return err
 		}
 	}
-	b := &builder{root: root, cache: *cache, mirror: *mirror}
+	b := &builder{root: root, cache: *cache, mirror: *mirror, security: *security}
+	b.removeStaleTemps()
+	b.pruneUnused(7 * 24 * time.Hour)
 	defer func() {
 		for _, f := range b.temps {
 			_ = os.Remove(f)
 		}
 	}()
-	img, err := b.image(*name, *artifacts)
+	img, err := b.image(name, *artifacts)
 	if err != nil {
 		return err
 	}
-	repo := *name
-	repo = repo[strings.LastIndex(repo, "/")+1:]
-	repo = repo[:strings.Index(repo, ":")]
-	archive := filepath.Join(*out, repo+".oci.tar")
+	archive := filepath.Join(*out, name.Repository()+".oci.tar")
 	digest, err := ociimage.WriteArchive(archive, img)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(*out, repo+".digest"), []byte(digest+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(*out, name.Repository()+".digest"), []byte(digest+"\n"), 0o600); err != nil {
 		return err
 	}
-	log.Printf("wrote %s: %s %s in %s", archive, *name, digest, time.Since(start).Round(time.Second))
+	if err := os.WriteFile(filepath.Join(*out, name.Repository()+".packages"), b.packages, 0o600); err != nil {
+		return err
+	}
+	log.Printf("wrote %s: %s %s in %s", archive, name, digest, time.Since(start).Round(time.Second))
 	return nil
 }
 
 type builder struct {
-	root, cache, mirror string
+	root, cache, mirror, security string
 	// temps are files to remove once the archive is written.
 	temps []string
+	// packages lists the Debian layer's packages, "name version" lines.
+	packages []byte
 }
 
-func (b *builder) image(name, artifacts string) (ociimage.Image, error) {
+// tempPrefix starts the name of every temporary file in the cache.
+const tempPrefix = "tmp-"
+
+// removeStaleTemps removes temporary files an interrupted build left in the
+// cache more than an hour ago (a build running beside this one may still be
+// writing newer ones).
+func (b *builder) removeStaleTemps() {
+	stale, _ := filepath.Glob(filepath.Join(b.cache, tempPrefix+"*"))
+	for _, f := range stale {
+		if info, err := os.Stat(f); err == nil && time.Since(info.ModTime()) > time.Hour {
+			_ = os.RemoveAll(f)
+		}
+	}
+}
+
+// pruneUnused removes cached layers no build has used for longer than age:
+// each bundle layer is hundreds of megabytes, and every Debian update or
+// bundle change makes a new one.
+func (b *builder) pruneUnused(age time.Duration) {
+	metas, _ := filepath.Glob(filepath.Join(b.cache, "*.json"))
+	for _, m := range metas {
+		if info, err := os.Stat(m); err == nil && time.Since(info.ModTime()) > age {
+			stem := strings.TrimSuffix(m, ".json")
+			for _, f := range []string{stem + ".tar.gz", stem + ".packages", m} {
+				_ = os.Remove(f)
+			}
+		}
+	}
+}
+
+// tempFile returns a new empty file in the cache, removed at the end.
+func (b *builder) tempFile(what string) (string, error) {
+	f, err := os.CreateTemp(b.cache, tempPrefix+what+"-")
+	if err != nil {
+		return "", err
+	}
+	b.temps = append(b.temps, f.Name())
+	return f.Name(), f.Close()
+}
+
+func (b *builder) image(name ociimage.Reference, artifacts string) (ociimage.Image, error) {
 	base, err := b.baseLayer()
 	if err != nil {
 		return ociimage.Image{}, err
@@ -151,32 +205,39 @@ func (b *builder) image(name, artifacts string) (ociimage.Image, error) {
 				"org.opencontainers.image.description": "Karmada Ansible Operator: the manager, ansible-core, kao's playbooks and roles, and the offline artifacts bundle",
 				"org.opencontainers.image.source":      "https://github.com/kao-io/kao",
 				"org.opencontainers.image.revision":    revision,
-				"org.opencontainers.image.version":     name[strings.LastIndex(name, ":")+1:],
+				"org.opencontainers.image.version":     name.Tag,
 			},
 		},
 	}, nil
 }
 
 // baseLayer returns the Debian layer, from the cache or built by mmdebstrap.
+// Its cache key holds everything the layer is made from: the arguments, the
+// state of the three suites (their InRelease files, which change with every
+// point release and security update), mmdebstrap's version and the Go
+// version that compresses it.
 func (b *builder) baseLayer() (ociimage.Layer, error) {
-	mirror := b.mirror
-	if mirror == "" {
-		var err error
-		if mirror, err = aptMirror(); err != nil {
-			return ociimage.Layer{}, err
-		}
+	mirror, security, err := b.mirrors()
+	if err != nil {
+		return ociimage.Layer{}, err
+	}
+	suites := []string{
+		"deb " + mirror + " bookworm main",
+		"deb " + mirror + " bookworm-updates main",
+		"deb " + security + " bookworm-security main",
 	}
 	args := []string{
 		"--variant=essential",
 		"--include=" + strings.Join(basePackages, ","),
 		"--aptopt=APT::Install-Recommends \"false\"",
+		// No device nodes: the container runtime provides /dev.
+		"--skip=output/dev",
 		// Documentation, manuals and translations are not needed to run.
 		"--dpkgopt=path-exclude=/usr/share/man/*",
 		"--dpkgopt=path-exclude=/usr/share/doc/*",
 		"--dpkgopt=path-include=/usr/share/doc/*/copyright",
 		"--dpkgopt=path-exclude=/usr/share/locale/*",
 		"--dpkgopt=path-exclude=/usr/share/info/*",
-		"--dpkgopt=path-exclude=/usr/lib/python3/dist-packages/ansible_collections/*",
 	}
 	// Of Debian's ansible package only the collections the roles use: the
 	// package's files are taken from its .deb (installing it would compile
@@ -186,51 +247,116 @@ func (b *builder) baseLayer() (ociimage.Layer, error) {
 	for _, c := range collections {
 		extract = append(extract, "."+dist+"/"+c)
 	}
-	args = append(args, `--customize-hook=cd "$1/tmp" && APT_CONFIG="$MMDEBSTRAP_APT_CONFIG" apt-get download -qq ansible >/dev/null && `+
-		`dpkg-deb --fsys-tarfile ansible_*.deb | tar -x -C "$1" `+strings.Join(extract, " ")+` && rm ansible_*.deb && `+
-		`chroot "$1" python3 -m compileall -q `+dist)
 	args = append(args,
+		`--customize-hook=cd "$1/tmp" && APT_CONFIG="$MMDEBSTRAP_APT_CONFIG" apt-get download -qq ansible >/dev/null && `+
+			`dpkg-deb --fsys-tarfile ansible_*.deb | tar -x -C "$1" `+strings.Join(extract, " ")+` && rm ansible_*.deb && `+
+			`chroot "$1" python3 -m compileall -q `+dist,
 		fmt.Sprintf(`--customize-hook=echo "kao:x:%d:%d:kao operator:/var/lib/kao:/usr/sbin/nologin" >> "$1/etc/passwd"`, kaoUID, kaoUID),
 		fmt.Sprintf(`--customize-hook=echo "kao:x:%d:" >> "$1/etc/group"`, kaoUID),
+		// mmdebstrap copies the build machine's: not the image's business.
+		`--customize-hook=rm -f "$1/etc/resolv.conf" "$1/etc/hostname"`,
+		// The package list, for b.packages (KAO_PACKAGES_OUT is set below).
+		`--customize-hook=chroot "$1" dpkg-query -W -f '${Package} ${Version}\n' > "$KAO_PACKAGES_OUT"`,
 		"bookworm", "ROOTFS.tar",
-		"deb "+mirror+" bookworm main",
-		"deb "+mirror+" bookworm-updates main",
-		"deb "+strings.TrimSuffix(mirror, "/debian")+"/debian-security bookworm-security main",
 	)
-	key := digestOf(append([]string{"base-v1", strconv.Itoa(baseEpoch)}, args...)...)
-	return b.cached("base-"+key, func(dst string) (ociimage.Layer, error) {
-		log.Printf("building the Debian layer with mmdebstrap from %s (about a minute)", mirror)
-		rootfs := dst + ".rootfs.tar"
-		defer func() { _ = os.Remove(rootfs) }()
-		for i, a := range args {
-			if a == "ROOTFS.tar" {
-				args[i] = rootfs
-			}
+	args = append(args, suites...)
+	state, err := suiteState(mirror, security)
+	if err != nil {
+		return ociimage.Layer{}, err
+	}
+	version, err := exec.Command("mmdebstrap", "--version").Output()
+	if err != nil {
+		return ociimage.Layer{}, fmt.Errorf("mmdebstrap (make deps installs it): %w", err)
+	}
+	key := digestOf(append([]string{"base-v2", strconv.Itoa(baseEpoch), runtime.Version(), runtime.GOARCH, string(version), state}, args...)...)
+	packagesFile := filepath.Join(b.cache, "base-"+key+".packages")
+	layer, err := b.cached("base-"+key, func(dst string) (ociimage.Layer, error) {
+		log.Printf("building the Debian layer with mmdebstrap from %s and %s (about a minute)", mirror, security)
+		rootfs, err := b.tempFile("rootfs")
+		if err != nil {
+			return ociimage.Layer{}, err
 		}
-		cmd := exec.Command("mmdebstrap", append([]string{"--quiet"}, args...)...)
-		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.Itoa(baseEpoch))
+		packages, err := b.tempFile("packages")
+		if err != nil {
+			return ociimage.Layer{}, err
+		}
+		run := slices.Clone(args)
+		run[slices.Index(run, "ROOTFS.tar")] = rootfs + ".tar"
+		b.temps = append(b.temps, rootfs+".tar")
+		cmd := exec.Command("mmdebstrap", append([]string{"--quiet"}, run...)...)
+		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.Itoa(baseEpoch), "KAO_PACKAGES_OUT="+packages)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return ociimage.Layer{}, fmt.Errorf("building the Debian layer with mmdebstrap (make deps installs it): %w", err)
+			return ociimage.Layer{}, fmt.Errorf("building the Debian layer with mmdebstrap: %w", err)
 		}
-		f, err := os.Open(rootfs)
+		if err := os.Rename(packages, packagesFile); err != nil {
+			return ociimage.Layer{}, err
+		}
+		f, err := os.Open(rootfs + ".tar")
 		if err != nil {
 			return ociimage.Layer{}, err
 		}
 		defer func() { _ = f.Close() }()
 		return ociimage.LayerFromTar(f, dst)
 	})
+	if err != nil {
+		return ociimage.Layer{}, err
+	}
+	if b.packages, err = os.ReadFile(packagesFile); err != nil {
+		return ociimage.Layer{}, fmt.Errorf("the Debian layer's package list: %w", err)
+	}
+	return layer, nil
+}
+
+// mirrors returns the Debian mirror and the security mirror.
+func (b *builder) mirrors() (string, string, error) {
+	mirror := strings.TrimSuffix(b.mirror, "/")
+	if mirror == "" {
+		var err error
+		if mirror, err = aptMirror(); err != nil {
+			return "", "", err
+		}
+	}
+	security := strings.TrimSuffix(b.security, "/")
+	if security == "" {
+		security = strings.TrimSuffix(mirror, "/debian") + "/debian-security"
+	}
+	return mirror, security, nil
+}
+
+// suiteState returns the InRelease files of the three suites, which name
+// the checksums of every package index: when a package the image holds is
+// updated, they change.
+func suiteState(mirror, security string) (string, error) {
+	var state strings.Builder
+	client := &http.Client{Timeout: time.Minute}
+	for _, u := range []string{mirror + "/dists/bookworm/InRelease", mirror + "/dists/bookworm-updates/InRelease", security + "/dists/bookworm-security/InRelease"} {
+		resp, err := client.Get(u)
+		if err != nil {
+			return "", fmt.Errorf("reading the state of the Debian mirror: %w", err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			return "", fmt.Errorf("reading %s: %w", u, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("reading %s: %s", u, resp.Status)
+		}
+		state.Write(body)
+	}
+	return state.String(), nil
 }
 
 // kaoLayer builds the manager and kao-inventory and lays them out with the
 // playbooks and roles.
 func (b *builder) kaoLayer(mtime time.Time) (ociimage.Layer, error) {
-	bin, err := os.MkdirTemp(b.cache, "bin-")
+	bin, err := os.MkdirTemp(b.cache, tempPrefix+"bin-")
 	if err != nil {
 		return ociimage.Layer{}, err
 	}
 	defer func() { _ = os.RemoveAll(bin) }()
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin+"/", "./cmd/manager", "./cmd/kao-inventory")
+	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin+"/", "./cmd/manager", "./cmd/kao-inventory")
 	build.Dir = b.root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
@@ -241,6 +367,9 @@ func (b *builder) kaoLayer(mtime time.Time) (ociimage.Layer, error) {
 		{Path: "/usr/local/bin/kao-manager", Mode: 0o755, Source: filepath.Join(bin, "manager")},
 		{Path: "/usr/local/bin/kao-inventory", Mode: 0o755, Source: filepath.Join(bin, "kao-inventory")},
 		{Path: "/var/lib/kao", Mode: fs.ModeDir | 0o750, UID: kaoUID, GID: kaoUID},
+		// The mount point of the runtime's /dev (the Debian layer has no
+		// device nodes).
+		{Path: "/dev", Mode: fs.ModeDir | 0o755},
 	}
 	// Only what git tracks: no editor files or local run output.
 	files, err := git(b.root, "ls-files", "-z", "--", "playbooks", "roles")
@@ -265,33 +394,49 @@ func (b *builder) kaoLayer(mtime time.Time) (ociimage.Layer, error) {
 		}
 		entries = append(entries, tree...)
 	}
-	tmp, err := os.CreateTemp(b.cache, "kao-layer-")
+	tmp, err := b.tempFile("kao-layer")
 	if err != nil {
 		return ociimage.Layer{}, err
 	}
-	_ = tmp.Close()
-	b.temps = append(b.temps, tmp.Name())
-	return ociimage.LayerFromEntries(entries, mtime, tmp.Name())
+	return ociimage.LayerFromEntries(entries, mtime, tmp)
 }
 
-// bundleLayer returns the offline bundle's layer, cached by its SHA256SUMS
-// (which names every file of the bundle and its content).
+// bundleLayer returns the offline bundle's layer: the files SHA256SUMS
+// lists (and it and manifest.json), cached by their names, checksums and
+// modes.
 func (b *builder) bundleLayer(artifacts string) (ociimage.Layer, error) {
 	sums, err := os.ReadFile(filepath.Join(artifacts, "SHA256SUMS"))
 	if err != nil {
 		return ociimage.Layer{}, fmt.Errorf("reading the bundle (make artifacts builds it): %w", err)
 	}
+	files := []string{"SHA256SUMS", "manifest.json"}
+	for _, line := range strings.Split(strings.TrimSpace(string(sums)), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			files = append(files, f[1])
+		}
+	}
+	var entries []ociimage.Entry
+	var key []string
+	for _, rel := range files {
+		src := filepath.Join(artifacts, filepath.FromSlash(rel))
+		info, err := os.Stat(src)
+		if err != nil {
+			return ociimage.Layer{}, fmt.Errorf("the bundle names %s: %w", rel, err)
+		}
+		mode := fs.FileMode(0o644)
+		if info.Mode()&0o111 != 0 {
+			mode = 0o755
+		}
+		entries = append(entries, ociimage.Entry{Path: "/opt/kao/artifacts/" + rel, Mode: mode, Source: src})
+		key = append(key, rel, mode.String())
+	}
 	manifest, err := os.ReadFile(filepath.Join(artifacts, "manifest.json"))
 	if err != nil {
 		return ociimage.Layer{}, fmt.Errorf("reading the bundle (make artifacts builds it): %w", err)
 	}
-	key := digestOf("bundle-v1", strconv.Itoa(baseEpoch), string(sums), string(manifest))
-	return b.cached("bundle-"+key, func(dst string) (ociimage.Layer, error) {
+	k := digestOf(append([]string{"bundle-v2", strconv.Itoa(baseEpoch), runtime.Version(), string(sums), string(manifest)}, key...)...)
+	return b.cached("bundle-"+k, func(dst string) (ociimage.Layer, error) {
 		log.Printf("compressing the offline bundle %s", artifacts)
-		entries, err := ociimage.TreeEntries(artifacts, "/opt/kao/artifacts")
-		if err != nil {
-			return ociimage.Layer{}, err
-		}
 		return ociimage.LayerFromEntries(entries, time.Unix(baseEpoch, 0), dst)
 	})
 }
@@ -306,11 +451,16 @@ func (b *builder) cached(name string, make func(dst string) (ociimage.Layer, err
 		if json.Unmarshal(data, &l) == nil {
 			if info, err := os.Stat(file); err == nil && info.Size() == l.Size {
 				l.File = file
+				now := time.Now()
+				_ = os.Chtimes(meta, now, now) // used: not pruned
 				return l, nil
 			}
 		}
 	}
-	tmp := file + ".tmp"
+	tmp, err := b.tempFile(name)
+	if err != nil {
+		return ociimage.Layer{}, err
+	}
 	l, err := make(tmp)
 	if err != nil {
 		return ociimage.Layer{}, err
@@ -412,6 +562,15 @@ func repoRoot() (string, error) {
 		return "", fmt.Errorf("run from kao's repository: %w", err)
 	}
 	return out, nil
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 func defaultCache() string {

@@ -42,8 +42,7 @@ type Config struct {
 
 // Image is an image to write: its layers, bottom first, and its config.
 type Image struct {
-	// Name is the full reference, "registry/repository:tag".
-	Name    string
+	Name    Reference
 	Created time.Time
 	Config  Config
 	Layers  []Layer
@@ -88,8 +87,8 @@ type index struct {
 // same image gives the same bytes: the archive's entries are in a fixed order
 // with fixed times.
 func WriteArchive(dst string, img Image) (string, error) {
-	if img.Name == "" || !strings.Contains(img.Name, ":") {
-		return "", fmt.Errorf("image name %q: want registry/repository:tag", img.Name)
+	if img.Name.Path == "" || img.Name.Tag == "" {
+		return "", fmt.Errorf("image name %q: want [registry/]repository:tag", img.Name)
 	}
 	cfg := imageConfig{
 		Created:      img.Created.UTC().Format(time.RFC3339),
@@ -119,8 +118,8 @@ func WriteArchive(dst string, img Image) (string, error) {
 	}
 	manDesc := blobDescriptor(MediaTypeManifest, manJSON)
 	manDesc.Annotations = map[string]string{
-		AnnotationRefName:        img.Name[strings.LastIndex(img.Name, ":")+1:],
-		AnnotationContainerdName: img.Name,
+		AnnotationRefName:        img.Name.Tag,
+		AnnotationContainerdName: img.Name.Normalized(),
 	}
 	idxJSON, err := json.Marshal(index{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: []descriptor{manDesc}})
 	if err != nil {

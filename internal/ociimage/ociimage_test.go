@@ -4,10 +4,12 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +82,7 @@ func TestLayerEntries(t *testing.T) {
 	var got []string
 	for _, e := range readTar(t, zr) {
 		h := e.hdr
-		got = append(got, strings.Join([]string{h.Name, fs.FileMode(h.Mode).String(), string(rune('0' + h.Uid/10000)), h.Linkname}, " "))
+		got = append(got, strings.Join([]string{h.Name, fs.FileMode(h.Mode).String(), strconv.Itoa(h.Uid), h.Linkname}, " "))
 		if !h.ModTime.Equal(time.Unix(1764115200, 0)) {
 			t.Errorf("%s: time %s", h.Name, h.ModTime)
 		}
@@ -90,7 +92,7 @@ func TestLayerEntries(t *testing.T) {
 		"opt/ -rwxr-xr-x 0 ", "opt/kao/ -rwxr-xr-x 0 ", "opt/kao/link -rwxrwxrwx 0 run.sh",
 		"opt/kao/roles/ -rwxr-xr-x 0 ", "opt/kao/roles/etcd/ -rwxr-xr-x 0 ", "opt/kao/roles/etcd/tasks/ -rwxr-xr-x 0 ",
 		"opt/kao/roles/etcd/tasks/main.yml -rw-r--r-- 0 ", "opt/kao/run.sh -rwxr-xr-x 0 ",
-		"var/ -rwxr-xr-x 0 ", "var/lib/ -rwxr-xr-x 0 ", "var/lib/kao/ -rwxr-x--- 6 ",
+		"var/ -rwxr-xr-x 0 ", "var/lib/ -rwxr-xr-x 0 ", "var/lib/kao/ -rwxr-x--- 65532 ",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -118,7 +120,11 @@ func TestLayerRefusesBadEntries(t *testing.T) {
 
 func TestArchive(t *testing.T) {
 	l := layerOf(t, tree(t, 0o644))
-	img := Image{Name: "registry.test/kao/kao-manager:v1", Created: time.Unix(1764115200, 0), Layers: []Layer{l, l},
+	name, err := ParseReference("registry.test/kao/kao-manager:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := Image{Name: name, Created: time.Unix(1764115200, 0), Layers: []Layer{l, l},
 		Config: Config{User: "65532:65532", Entrypoint: []string{"/usr/local/bin/kao-manager"}}}
 	dir := t.TempDir()
 	d1, err := WriteArchive(filepath.Join(dir, "a.tar"), img)
@@ -143,7 +149,7 @@ func TestArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := idx.Manifests[0]
-	if m.Digest != d1 || m.Annotations[AnnotationRefName] != "v1" || m.Annotations[AnnotationContainerdName] != img.Name {
+	if m.Digest != d1 || m.Annotations[AnnotationRefName] != "v1" || m.Annotations[AnnotationContainerdName] != "registry.test/kao/kao-manager:v1" {
 		t.Fatalf("index: %s", files["index.json"])
 	}
 	var man manifest
@@ -153,8 +159,8 @@ func TestArchive(t *testing.T) {
 	if len(man.Layers) != 2 || files[blobPath(l.Digest)] == nil || files[blobPath(man.Config.Digest)] == nil {
 		t.Fatalf("manifest %s, files %d", files[blobPath(d1)], len(files))
 	}
-	if _, err := WriteArchive(filepath.Join(dir, "c.tar"), Image{Name: "no-tag"}); err == nil {
-		t.Error("a name without a tag was accepted")
+	if _, err := WriteArchive(filepath.Join(dir, "c.tar"), Image{}); err == nil {
+		t.Error("an image without a name was accepted")
 	}
 }
 
@@ -169,7 +175,7 @@ func readTar(t *testing.T, r io.Reader) []tarEntry {
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {
@@ -180,5 +186,29 @@ func readTar(t *testing.T, r io.Reader) []tarEntry {
 			t.Fatal(err)
 		}
 		out = append(out, tarEntry{h, data})
+	}
+}
+
+func TestParseReference(t *testing.T) {
+	for in, want := range map[string][2]string{
+		"kao-manager:dev":                         {"kao-manager:dev", "docker.io/library/kao-manager:dev"},
+		"kao/kao-manager:v0.1.0":                  {"kao/kao-manager:v0.1.0", "docker.io/kao/kao-manager:v0.1.0"},
+		"registry.dc1.example/kao/kao-manager:v1": {"registry.dc1.example/kao/kao-manager:v1", "registry.dc1.example/kao/kao-manager:v1"},
+		"registry:5000/kao-manager:rc.1":          {"registry:5000/kao-manager:rc.1", "registry:5000/kao-manager:rc.1"},
+		"localhost/kao-manager:e2e":               {"localhost/kao-manager:e2e", "localhost/kao-manager:e2e"},
+	} {
+		r, err := ParseReference(in)
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if r.String() != want[0] || r.Normalized() != want[1] || r.Repository() != "kao-manager" {
+			t.Errorf("%s: %s, %s, %s; want %s, %s, kao-manager", in, r, r.Normalized(), r.Repository(), want[0], want[1])
+		}
+	}
+	for _, bad := range []string{"kao-manager", "registry:5000/kao/kao-manager", "Kao:dev", "kao-manager:", "kao//x:1", "kao-manager:-x", ""} {
+		if r, err := ParseReference(bad); err == nil {
+			t.Errorf("%q accepted as %+v", bad, r)
+		}
 	}
 }

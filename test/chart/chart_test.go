@@ -204,6 +204,37 @@ func TestChartMatchesConfig(t *testing.T) {
 			t.Errorf("container %s: chart %v, config/manager %v", field, container(chart)[field], container(config)[field])
 		}
 	}
+
+	// With default values: the same flags (the chart also spells out the
+	// manager's own defaults), mounts, volumes and update strategy.
+	def := docs(t, render(t, bin, ""))["Deployment/kao-manager"]
+	chart = pod(def)
+	args := map[any]bool{}
+	for _, a := range container(chart)["args"].([]any) {
+		args[a] = true
+	}
+	for _, a := range container(config)["args"].([]any) {
+		if !args[a] {
+			t.Errorf("config/manager's flag %v is not in the chart's", a)
+		}
+	}
+	if !reflect.DeepEqual(container(chart)["volumeMounts"], container(config)["volumeMounts"]) {
+		t.Errorf("volumeMounts: chart %v, config/manager %v", container(chart)["volumeMounts"], container(config)["volumeMounts"])
+	}
+	names := func(p map[string]any) []any {
+		var out []any
+		for _, v := range p["volumes"].([]any) {
+			out = append(out, v.(map[string]any)["name"])
+		}
+		return out
+	}
+	if !reflect.DeepEqual(names(chart), names(config)) {
+		t.Errorf("volumes: chart %v, config/manager %v", names(chart), names(config))
+	}
+	strategy := func(obj map[string]any) any { return obj["spec"].(map[string]any)["strategy"] }
+	if !reflect.DeepEqual(strategy(def), strategy(readObj(t, "config/manager/manager.yaml"))) {
+		t.Errorf("strategy: chart %v, config/manager %v", strategy(def), strategy(readObj(t, "config/manager/manager.yaml")))
+	}
 }
 
 func TestBadValuesAreRefused(t *testing.T) {

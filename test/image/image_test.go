@@ -79,6 +79,18 @@ func TestImage(t *testing.T) {
 		}
 	})
 
+	t.Run("the Debian packages are listed", func(t *testing.T) {
+		list, err := os.ReadFile(filepath.Join(tmp, "out1", "kao-manager.packages"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"ansible-core ", "python3-kubernetes ", "openssh-client ", "tini "} {
+			if !strings.Contains("\n"+string(list), "\n"+p) {
+				t.Errorf("%s is not in the package list:\n%s", p, list)
+			}
+		}
+	})
+
 	t.Run("skopeo reads the archive", func(t *testing.T) {
 		out, err := exec.Command("skopeo", "inspect", "--config", "oci-archive:"+archive).Output()
 		if err != nil {
@@ -114,14 +126,16 @@ func TestImage(t *testing.T) {
 		// writable /tmp, its emptyDir).
 		script := strings.Join([]string{
 			"set -e",
-			"if touch /opt/kao/x 2>/dev/null; then echo the root file system is writable; exit 1; fi",
+			// /var/tmp is writable by everyone on a writable root.
+			"if touch /var/tmp/x 2>/dev/null; then echo the root file system is writable; exit 1; fi",
+			"test ! -e /etc/resolv.conf && test ! -e /etc/hostname || { echo the network files of the build machine are in the image; exit 1; }",
 			"test \"$(id -u):$(id -g)\" = 65532:65532",
 			"/usr/bin/tini -- /usr/local/bin/kao-manager --help 2>&1 | grep -q -- -playbook-dir",
 			"/usr/local/bin/kao-inventory --help >/dev/null 2>&1",
 			"test -f /opt/kao/playbooks/install.yml && test -d /opt/kao/roles/etcd/tasks",
 			"test -f /opt/kao/artifacts/manifest.json && cd /opt/kao/artifacts && sha256sum --quiet -c SHA256SUMS",
 			"ssh -V 2>&1 | grep -q OpenSSH",
-			"export HOME=/tmp ANSIBLE_LOCAL_TEMP=/tmp/ansible",
+			"export HOME=/var/lib/kao",
 			"ansible-galaxy collection list 2>/dev/null | grep -q '^kubernetes.core '",
 			"ansible-galaxy collection list 2>/dev/null | grep -q '^ansible.posix '",
 			// A real run with the callback the manager reads.
