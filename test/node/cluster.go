@@ -433,7 +433,7 @@ func teardown(ctx context.Context, l layout, logf func(string, ...any)) error {
 	if err := killUntilGone(ctx, 10*time.Second, func() []int { return descendants(shimsOf(socket)) }); err != nil {
 		errs = append(errs, fmt.Errorf("stopping containers: %w", err))
 	}
-	removeContainerCgroups(l)
+	removeContainerLeftovers(l)
 	if err := unmountAll(string(l)); err != nil {
 		errs = append(errs, err)
 	}
@@ -500,16 +500,38 @@ func drainPods(ctx context.Context, l layout, logf func(string, ...any)) error {
 	})
 }
 
-// removeContainerCgroups removes the cgroups runc made for the node's
-// containers (CGROUP/k8s.io/ID, ID from runc's state directory) when a
-// container was killed rather than deleted. Only empty cgroups go.
-func removeContainerCgroups(l layout) {
-	ids, _ := os.ReadDir(filepath.Join(l.containerd("runc"), "k8s.io"))
-	controllers, _ := os.ReadDir("/sys/fs/cgroup")
-	for _, id := range ids {
-		for _, ctl := range controllers {
-			_ = syscall.Rmdir(filepath.Join("/sys/fs/cgroup", ctl.Name(), "k8s.io", id.Name()))
+// containerIDs returns the ids of the containers and pod sandboxes that
+// the node's containerd still knows (runc's and the shims' state
+// directories): those that were killed rather than deleted.
+func containerIDs(l layout) []string {
+	seen := map[string]bool{}
+	var ids []string
+	for _, dir := range []string{
+		filepath.Join(l.containerd("runc"), "k8s.io"),
+		filepath.Join(l.containerd("state"), "io.containerd.runtime.v2.task", "k8s.io"),
+	} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if !seen[e.Name()] {
+				seen[e.Name()] = true
+				ids = append(ids, e.Name())
+			}
 		}
+	}
+	return ids
+}
+
+// removeContainerLeftovers removes what a killed container leaves outside
+// the cluster directory: the cgroups runc made for it
+// (CONTROLLER/k8s.io/ID; only empty cgroups go) and libcni's cache file of
+// its sandbox's loopback network.
+func removeContainerLeftovers(l layout) {
+	controllers, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, id := range containerIDs(l) {
+		for _, ctl := range controllers {
+			_ = syscall.Rmdir(filepath.Join("/sys/fs/cgroup", ctl.Name(), "k8s.io", id))
+		}
+		_ = os.Remove(filepath.Join("/var/lib/cni/results", "cni-loopback-"+id+"-lo"))
 	}
 }
 
