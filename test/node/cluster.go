@@ -629,17 +629,23 @@ func (c *Cluster) APIServerURL() string {
 	return "https://" + net.JoinHostPort(c.a.Node.String(), fmt.Sprint(apiServerPort))
 }
 
-// stop tears the cluster down and releases its index.
-func (c *Cluster) stop(ctx context.Context) error {
+// Stop tears the cluster down (see the package doc) and releases its
+// index. Start's cleanup calls it; a second call does nothing.
+func (c *Cluster) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.lock == nil {
 		return nil
 	}
+	start := time.Now()
 	err := teardown(ctx, c.l, c.logf)
 	c.lock.unlock()
 	c.lock = nil
-	return err
+	if err != nil {
+		return fmt.Errorf("tearing down %s: %w", nodeName(c.idx), err)
+	}
+	c.logf("cluster %s torn down in %s", nodeName(c.idx), time.Since(start).Round(10*time.Millisecond))
+	return nil
 }
 
 // waitFor is waitAlive over the cluster's processes.

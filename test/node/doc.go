@@ -8,6 +8,9 @@
 //	client, _ := kubernetes.NewForConfig(c.Config())
 //	c.Kubeconfig()                            // a cluster-admin kubeconfig, for kubectl or helm
 //
+// To share one cluster between a package's tests, start it in TestMain with
+// Up and end it with Stop.
+//
 // # What runs
 //
 // etcd and kube-apiserver (the envtest assets: the kubernetes and etcd tool

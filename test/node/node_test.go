@@ -24,7 +24,8 @@ const echoImage = "kao.test/echo:1"
 // TestNodeRunsADeploymentBehindAService proves the node is a real one: a
 // Deployment of a locally built image becomes Ready on the real kubelet, a
 // ClusterIP Service reaches its pods from the machine (kube-proxy's rules),
-// and pod logs and exec work through the API server.
+// pod logs and exec work through the API server, and a pod reaches the API
+// server with its service account and a Service back to a pod.
 func TestNodeRunsADeploymentBehindAService(t *testing.T) {
 	testStart := time.Now()
 	c := node.Start(t, node.Options{})
@@ -126,6 +127,30 @@ func TestNodeRunsADeploymentBehindAService(t *testing.T) {
 	out, err := c.Kubectl(ctx, "exec", "-n", ns, pod.Name, "--", "/echo", "say", "hello", "from", "exec").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "hello from exec" {
 		t.Errorf("kubectl exec %s: %v\n%s", pod.Name, err, out)
+	}
+	// From a pod: the API server through the kubernetes Service, with the
+	// pod's service account (what an operator running as a pod does), and
+	// the echo Service (back to a pod on the same bridge).
+	api, err := client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		// url is fetched from inside the pod.
+		url string
+		// want is the start of what echo get prints.
+		want string
+	}{
+		// The default service account may not read namespaces, so 403 proves
+		// that the API server authenticated the pod's token.
+		{"https://" + api.Spec.ClusterIP + "/api/v1/namespaces/default", `403 {"kind":"Status"`},
+		{"https://" + api.Spec.ClusterIP + "/version", `200 {`},
+		{url, "200 echo from echo-"},
+	} {
+		out, err := c.Kubectl(ctx, "exec", "-n", ns, pod.Name, "--", "/echo", "get", tc.url).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), tc.want) {
+			t.Errorf("from pod %s, GET %s: %v\n%s\nwant %s...", pod.Name, tc.url, err, out, tc.want)
+		}
 	}
 	t.Logf("test body done %s after the start of the test", time.Since(testStart).Round(10*time.Millisecond))
 }

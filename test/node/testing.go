@@ -16,66 +16,88 @@ import (
 )
 
 // Start starts a single-node cluster for a test and tears it down in
-// t.Cleanup, also when the test fails or Start itself fails half way. It
-// skips the test in -short mode. Otherwise, if this machine cannot run the
-// node (not Linux, not root, a program or tool set missing), it fails the
-// test with what to install or run: a test that skipped would pass on a
-// machine that never ran it.
+// t.Cleanup, also when the test fails. It skips the test in -short mode.
+// Otherwise, if this machine cannot run the node (not Linux, not root, a
+// program or tool set missing), it fails the test with what to install or
+// run: a test that skipped would pass on a machine that never ran it. When
+// the test fails, the components' logs are kept (see keepLogs).
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("test node: skipped in -short mode (starts a real Kubernetes node)")
 	}
+	logf := func(format string, args ...any) {
+		t.Helper()
+		t.Logf("test node: "+format, args...)
+	}
+	c, err := Up(context.Background(), opts, logf)
+	if err != nil {
+		t.Fatalf("test node: %v.\nThis test starts a real Kubernetes node and runs in CI (.ci/run, as root). To skip it: go test -short.", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if dir, err := keepLogs(c); err != nil {
+				logf("keeping the logs: %v", err)
+			} else {
+				logf("the test failed: the cluster's logs are kept in %s", dir)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Errorf("test node: %v", err)
+		}
+	})
+	return c
+}
+
+// Up starts a cluster outside a test's life, e.g. in TestMain to share one
+// cluster between a package's tests; the caller must Stop it (a cluster
+// whose process dies without Stop is removed by the next Up on the
+// machine). If Up fails, it removes what it created, keeps the logs and
+// says where. logf receives progress messages; nil discards them.
+func Up(ctx context.Context, opts Options, logf func(format string, args ...any)) (*Cluster, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	opts, err := opts.complete()
 	if err != nil {
-		t.Fatalf("test node: %v", err)
+		return nil, err
 	}
 	bins, err := findBinaries()
 	if err == nil {
 		err = checkMachine()
 	}
 	if err != nil {
-		t.Fatalf("test node: %v.\nThis test starts a real Kubernetes node and runs in CI (.ci/run, as root). To skip it: go test -short.", err)
+		return nil, err
 	}
-	logf := func(format string, args ...any) {
-		t.Helper()
-		t.Logf("test node: "+format, args...)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout+2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout+2*time.Minute)
 	defer cancel()
 
-	images := t.TempDir()
+	images, err := os.MkdirTemp("", "kao-node-images-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(images) }()
 	pause, err := BuildImage(ctx, "./test/node/cmd/pause", Image{Name: PauseImage}, images)
 	if err != nil {
-		t.Fatalf("test node: building the pause image: %v", err)
+		return nil, fmt.Errorf("building the pause image: %w", err)
 	}
 	c, err := up(ctx, opts, bins, pause, logf)
-	if c != nil {
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			if t.Failed() {
-				if dir, err := keepLogs(c); err != nil {
-					logf("keeping the logs: %v", err)
-				} else {
-					logf("the test failed: the cluster's logs are kept in %s", dir)
-				}
-			}
-			start := time.Now()
-			if err := c.stop(ctx); err != nil {
-				t.Errorf("test node: tearing down %s: %v", c.NodeName(), err)
-				return
-			}
-			logf("cluster %s torn down in %s", c.NodeName(), time.Since(start).Round(10*time.Millisecond))
-		})
+	if err != nil && c != nil {
+		if dir, kerr := keepLogs(c); kerr == nil {
+			err = fmt.Errorf("%w (the cluster's logs are kept in %s)", err, dir)
+		}
+		tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer tcancel()
+		if serr := c.Stop(tctx); serr != nil {
+			err = errors.Join(err, serr)
+		}
 	}
 	if err != nil {
-		if c != nil {
-			err = fmt.Errorf("%w (see the logs kept at cleanup)", err)
-		}
-		t.Fatalf("test node: starting the cluster: %v", err)
+		return nil, fmt.Errorf("starting the cluster: %w", err)
 	}
-	return c
+	return c, nil
 }
 
 // findBinaries locates the control plane in the envtest assets (the
