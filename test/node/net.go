@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -122,14 +123,9 @@ func mountsUnder(dir string) ([]string, error) {
 			out = append(out, mp)
 		}
 	}
-	// Deepest first; a path mounted twice is listed twice and unmounted twice.
-	for i := 0; i < len(out); i++ {
-		for j := i + 1; j < len(out); j++ {
-			if strings.Count(out[j], "/") > strings.Count(out[i], "/") {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
+	// Deepest first. A path mounted twice is listed twice: each unmount of
+	// it takes the topmost mount.
+	sort.SliceStable(out, func(i, j int) bool { return strings.Count(out[i], "/") > strings.Count(out[j], "/") })
 	return out, nil
 }
 
