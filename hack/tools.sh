@@ -62,7 +62,9 @@ GOLANGCI_LINT_VERSION="v2.6.2"
 KWOK_VERSION="v0.7.0"
 
 # ALL_SETS is also the build order: the longest first, so that with
-# KAO_TOOLS_JOBS=2 the short ones fill in beside it.
+# KAO_TOOLS_JOBS=2 the short ones fill in beside it. kubernetes-node comes
+# after kubernetes and karmada, so it starts once the kubernetes set has put
+# the packages the two share into Go's build cache.
 ALL_SETS=(kubernetes karmada karmada-addons kubernetes-node golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd kwok controller-gen)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
