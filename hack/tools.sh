@@ -63,8 +63,10 @@ KWOK_VERSION="v0.7.0"
 HELM_VERSION="v3.22.0"
 
 # ALL_SETS is also the build order: the longest first, so that with
-# KAO_TOOLS_JOBS=2 the short ones fill in beside it.
-ALL_SETS=(kubernetes karmada karmada-addons golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd kwok helm controller-gen)
+# KAO_TOOLS_JOBS=2 the short ones fill in beside it. kubernetes-node comes
+# after kubernetes and karmada, so it starts once the kubernetes set has put
+# the packages the two share into Go's build cache.
+ALL_SETS=(kubernetes karmada karmada-addons kubernetes-node golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd kwok helm controller-gen)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -89,6 +91,20 @@ set_spec() {
 			k8s.io/kubernetes/cmd/kube-apiserver=kube-apiserver
 			k8s.io/kubernetes/cmd/kube-controller-manager=kube-controller-manager
 			k8s.io/kubernetes/cmd/kubectl=kubectl
+		)
+		;;
+	kubernetes-node)
+		# The node components of the real test node (test/node): a set and a
+		# module of their own, with the kubernetes set's version, ldflags and
+		# dependency pins, so that adding them left that set's cache key (and
+		# its 9-minute kube-apiserver build) untouched. The shared pins let
+		# the Go build cache serve most of this build.
+		set_spec kubernetes
+		S_MODULE=kubernetes-node
+		S_BINS=(
+			k8s.io/kubernetes/cmd/kubelet=kubelet
+			k8s.io/kubernetes/cmd/kube-scheduler=kube-scheduler
+			k8s.io/kubernetes/cmd/kube-proxy=kube-proxy
 		)
 		;;
 	etcd)

@@ -1,0 +1,87 @@
+// Package node starts a real single-node Kubernetes cluster for a test: pods
+// run on a real kubelet with a real container runtime, never on a simulated
+// one.
+//
+//	c := node.Start(t, node.Options{})        // torn down in t.Cleanup
+//	archive, _ := node.BuildImage(ctx, "./test/node/cmd/echo", node.Image{Name: "kao.test/echo:1"}, t.TempDir())
+//	_ = c.ImportImage(archive)                // pods use it with imagePullPolicy: Never
+//	client, _ := kubernetes.NewForConfig(c.Config())
+//	c.Kubeconfig()                            // a cluster-admin kubeconfig, for kubectl or helm
+//
+// To share one cluster between a package's tests, start it in TestMain with
+// Up and end it with Stop.
+//
+// # What runs
+//
+// etcd and kube-apiserver (the envtest assets: the kubernetes and etcd tool
+// sets), kube-controller-manager, kube-scheduler, kubelet and kube-proxy
+// (the kubernetes-node tool set, all v1.35.4), Debian's containerd 1.6 with
+// runc, and the CNI bridge, host-local, portmap and loopback plugins of
+// Debian's containernetworking-plugins. Images are never pulled: the sandbox
+// image is built from ./cmd/pause, and tests build theirs the same way
+// (WriteImage writes a one-layer OCI archive around a static program, in pure
+// Go and deterministically) and import them with ImportImage (ctr images
+// import).
+//
+// Every component has its own identity: a CA of the cluster's signs the API
+// server's and the kubelet's serving certificates and one client certificate
+// per component (system:kube-controller-manager, system:kube-scheduler,
+// system:kube-proxy, system:node:NAME), so RBAC's bootstrap roles and the
+// Node authorizer apply as in a real cluster; the API server verifies the
+// kubelet's certificate when it proxies logs and exec.
+//
+// # The network
+//
+// Every process runs in a network namespace of the cluster's own
+// (kao-node-N), joined to the machine by one veth (kaonodeN). Cluster N owns
+// the /22 at offset N of the pool (DefaultSubnetPool, 10.214.0.0/16):
+//
+//	10.214.4N.1/24    the machine's end of the veth (HostIP)
+//	10.214.4N.2/24    the node (NodeIP): the API server (:6443) and the kubelet (:10250)
+//	10.214.4N+1.0/24  pods, on the CNI bridge cni0 inside the namespace
+//	10.214.4N+2.0/24  Services; the machine routes both ranges to the node
+//
+// kube-proxy runs in iptables mode inside the namespace, so its rules (and
+// portmap's, the bridge, the pods' veths and the sysctls the node sets)
+// live and die with the namespace: tests reach ClusterIPs and pod IPs from
+// the machine, and the machine's own firewall, routes and sysctls are never
+// touched beyond the veth and its two routes. etcd and the controllers'
+// ports listen on the namespace's loopback. There is no cluster DNS.
+//
+// # What this machine needs
+//
+// Measured on a Debian bookworm VM whose cgroups are v1 (hybrid) and whose
+// PID 1 is not systemd, as root:
+//   - kubelet: failCgroupV1: false, cgroupDriver: cgroupfs, cgroupsPerQOS:
+//     false (and so enforceNodeAllocatable: []), failSwapOn: false; image
+//     garbage collection off (the images cannot be pulled again) and
+//     eviction thresholds at 1%, so a full disk elsewhere does not evict
+//     the test's pods;
+//   - containerd: restrict_oom_score_adj = true (root here may not lower
+//     oom_score_adj; without it runc fails with "can't get final child's PID
+//     from pipe: EOF"), netns_mounts_under_state_dir = true, and every
+//     directory and socket in the cluster directory;
+//   - the API server reaches the kubelet at the node IP
+//     (--kubelet-preferred-address-types=InternalIP);
+//   - kube-controller-manager and kube-scheduler start once the API server
+//     is ready (they exit if RBAC's bootstrap roles are not there yet); the
+//     node lifecycle controller removes the node's not-ready taint.
+//
+// # Life cycle and teardown
+//
+// Start takes the lowest free index, holding a lock (STATE_ROOT/N.lock)
+// for the cluster's life, and records everything it creates in
+// STATE_ROOT/N/state.json before creating it. Teardown (t.Cleanup) deletes
+// the pods through the API server so that the kubelet and CNI clean up after
+// them, stops the processes, kills any container whose shim still names the
+// cluster's containerd, unmounts what is mounted below the cluster
+// directory, deletes the veth and the namespace, removes libcni's cache
+// files of the cluster's network, the kubelet's log links and the machine
+// directories it created (if empty), then the directory. A cluster whose
+// test binary died (a timeout) is torn down by the next Start on the
+// machine, which finds its lock free. Several clusters may run at once.
+//
+// Start skips its test under -short. Otherwise a machine that cannot run the
+// node (not root; containerd, runc, the CNI plugins, iproute2 or nsenter
+// missing; tools not built) fails the test with what to install or run.
+package node

@@ -1,0 +1,117 @@
+package node
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestAddressesForCutsOneSlashTwentyTwoPerCluster(t *testing.T) {
+	pool := netip.MustParsePrefix(DefaultSubnetPool)
+	for _, tc := range []struct {
+		// idx is the cluster index.
+		idx int
+		// link, node, pods, services and api are the addresses wanted.
+		link, node, pods, services, api string
+	}{
+		{0, "10.214.0.0/24", "10.214.0.2", "10.214.1.0/24", "10.214.2.0/24", "10.214.2.1"},
+		{1, "10.214.4.0/24", "10.214.4.2", "10.214.5.0/24", "10.214.6.0/24", "10.214.6.1"},
+		{63, "10.214.252.0/24", "10.214.252.2", "10.214.253.0/24", "10.214.254.0/24", "10.214.254.1"},
+	} {
+		a, err := addressesFor(pool, tc.idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{a.Link.String(), a.Node.String(), a.Pods.String(), a.Services.String(), a.APIService.String()}
+		want := []string{tc.link, tc.node, tc.pods, tc.services, tc.api}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("cluster %d: got %v, want %v", tc.idx, got, want)
+		}
+	}
+	if _, err := addressesFor(pool, 64); err == nil {
+		t.Error("cluster 64 of a /16: got no error")
+	}
+	if _, err := addressesFor(netip.MustParsePrefix("10.0.0.0/22"), 1); err == nil {
+		t.Error("cluster 1 of a /22: got no error")
+	}
+}
+
+func TestOptionsRejectAPoolThatHoldsNoCluster(t *testing.T) {
+	for _, pool := range []string{"10.214.0.0/23", "10.214.0.1/16", "fd00::/64", "10.0.0.0/8"} {
+		if _, err := (Options{SubnetPool: pool}).complete(); err == nil {
+			t.Errorf("pool %s: got no error", pool)
+		}
+	}
+}
+
+// TestWriteImageIsDeterministicAndComplete: the same program gives the same
+// archive, and every blob the index reaches is in it under its digest.
+func TestWriteImageIsDeterministicAndComplete(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "prog")
+	if err := os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img := Image{Name: "kao.test/prog:1", Binary: bin, Args: []string{"serve"}}
+	a, b := filepath.Join(dir, "a.tar"), filepath.Join(dir, "b.tar")
+	for _, p := range []string{a, b} {
+		if err := WriteImage(img, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	da, _ := os.ReadFile(a)
+	db, _ := os.ReadFile(b)
+	if !bytes.Equal(da, db) {
+		t.Fatal("two archives of the same image differ")
+	}
+
+	files := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(da))
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		files[hdr.Name] = data
+	}
+	var index struct{ Manifests []descriptor }
+	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+		t.Fatalf("index.json: %v, %d manifests", err, len(index.Manifests))
+	}
+	if got := index.Manifests[0].Annotations["io.containerd.image.name"]; got != img.Name {
+		t.Errorf("image name annotation %q, want %q", got, img.Name)
+	}
+	var manifest struct {
+		Config descriptor
+		Layers []descriptor
+	}
+	mdata := files[blobPath(index.Manifests[0].Digest)]
+	if err := json.Unmarshal(mdata, &manifest); err != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	for _, d := range append([]descriptor{index.Manifests[0], manifest.Config}, manifest.Layers...) {
+		blob, ok := files[blobPath(d.Digest)]
+		if !ok || digestOf(blob) != d.Digest || len(blob) != d.Size {
+			t.Errorf("blob %s: present %v, size %d want %d", d.Digest, ok, len(blob), d.Size)
+		}
+	}
+	if !strings.Contains(string(files[blobPath(manifest.Config.Digest)]), `"Entrypoint":["/prog"]`) {
+		t.Errorf("config has no entrypoint /prog: %s", files[blobPath(manifest.Config.Digest)])
+	}
+}
+
+func TestUnescapeMountUndoesOctalEscapes(t *testing.T) {
+	if got := unescapeMount(`/var/lib/a\040b`); got != "/var/lib/a b" {
+		t.Errorf("got %q", got)
+	}
+}

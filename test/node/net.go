@@ -1,0 +1,164 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// netnsDir is where iproute2 binds named network namespaces.
+const netnsDir = "/run/netns"
+
+func netnsPath(name string) string { return filepath.Join(netnsDir, name) }
+
+func netnsExists(name string) bool {
+	_, err := os.Lstat(netnsPath(name))
+	return err == nil
+}
+
+func linkExists(name string) bool {
+	_, err := os.Lstat(filepath.Join("/sys/class/net", name))
+	return err == nil
+}
+
+// createNodeNetwork creates the node's network namespace and the veth that
+// joins it to the machine: the machine's end holds a.Host and routes the pod
+// and service ranges to the node; the node's end (eth0) holds a.Node. The
+// namespace and the link must not exist yet. Everything the node adds to
+// its network (the CNI bridge, the pods' veths, kube-proxy's and portmap's
+// iptables rules, sysctls) lives in the namespace and goes with it.
+func createNodeNetwork(ctx context.Context, netns, veth string, a addresses) error {
+	if netnsExists(netns) || linkExists(veth) {
+		return fmt.Errorf("network namespace %s or link %s already exists and is not ours", netns, veth)
+	}
+	steps := [][]string{
+		{"netns", "add", netns},
+		{"-n", netns, "link", "set", "lo", "up"},
+		{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns},
+		{"addr", "add", netip.PrefixFrom(a.Host, a.Link.Bits()).String(), "dev", veth},
+		{"link", "set", veth, "up"},
+		{"-n", netns, "addr", "add", netip.PrefixFrom(a.Node, a.Link.Bits()).String(), "dev", "eth0"},
+		{"-n", netns, "link", "set", "eth0", "up"},
+		{"-n", netns, "route", "add", "default", "via", a.Host.String()},
+		{"route", "add", a.Pods.String(), "via", a.Node.String(), "dev", veth},
+		{"route", "add", a.Services.String(), "via", a.Node.String(), "dev", veth},
+	}
+	for _, args := range steps {
+		if _, err := run(ctx, "ip", args...); err != nil {
+			return fmt.Errorf("creating the node's network: %w", err)
+		}
+	}
+	// Pod to Service to a pod on the same bridge: the reply must pass
+	// iptables to be un-NATed. The setting is per network namespace.
+	if _, err := run(ctx, "nsenter", "--net="+netnsPath(netns), "--", "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1"); err != nil {
+		return fmt.Errorf("creating the node's network: %w", err)
+	}
+	return nil
+}
+
+// deleteNodeNetwork deletes the link (its routes go with it) and the
+// namespace, if they exist.
+func deleteNodeNetwork(ctx context.Context, netns, veth string) error {
+	if veth != "" && linkExists(veth) {
+		if _, err := run(ctx, "ip", "link", "del", veth); err != nil && linkExists(veth) {
+			return fmt.Errorf("deleting link %s: %w", veth, err)
+		}
+	}
+	if netns != "" && netnsExists(netns) {
+		if _, err := run(ctx, "ip", "netns", "del", netns); err != nil && netnsExists(netns) {
+			return fmt.Errorf("deleting network namespace %s: %w", netns, err)
+		}
+	}
+	return nil
+}
+
+// usedPrefixes returns the IPv4 destinations of the machine's routes, except
+// default routes: a block that overlaps one is in use by someone.
+func usedPrefixes(ctx context.Context) ([]netip.Prefix, error) {
+	out, err := run(ctx, "ip", "-4", "-o", "route", "show", "table", "all")
+	if err != nil {
+		return nil, fmt.Errorf("listing routes: %w", err)
+	}
+	var prefixes []netip.Prefix
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		dst := f[0]
+		if len(f) > 1 && (dst == "local" || dst == "broadcast" || dst == "unicast" || dst == "unreachable" || dst == "blackhole" || dst == "prohibit") {
+			dst = f[1]
+		}
+		if dst == "default" {
+			continue
+		}
+		if !strings.Contains(dst, "/") {
+			dst += "/32"
+		}
+		if p, err := netip.ParsePrefix(dst); err == nil && p.Addr().Is4() && p.Bits() > 0 {
+			prefixes = append(prefixes, p.Masked())
+		}
+	}
+	return prefixes, nil
+}
+
+// mountsUnder returns the mount points at or below dir, deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	// Deepest first. A path mounted twice is listed twice: each unmount of
+	// it takes the topmost mount.
+	sort.SliceStable(out, func(i, j int) bool { return strings.Count(out[i], "/") > strings.Count(out[j], "/") })
+	return out, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// isMountPoint reports whether dir is a mount point.
+func isMountPoint(dir string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && unescapeMount(f[4]) == dir {
+			return true
+		}
+	}
+	return false
+}
