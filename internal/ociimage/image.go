@@ -53,6 +53,13 @@ type descriptor struct {
 	Digest      string            `json:"digest"`
 	Size        int64             `json:"size"`
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// Platform tells a runtime importing the index which manifest is its own.
+	Platform *platform `json:"platform,omitempty"`
+}
+
+type platform struct {
+	Architecture string `json:"architecture"`
+	OS           string `json:"os"`
 }
 
 type imageConfig struct {
@@ -117,6 +124,7 @@ func WriteArchive(dst string, img Image) (string, error) {
 		return "", err
 	}
 	manDesc := blobDescriptor(MediaTypeManifest, manJSON)
+	manDesc.Platform = &platform{Architecture: runtime.GOARCH, OS: "linux"}
 	manDesc.Annotations = map[string]string{
 		AnnotationRefName:        img.Name.Tag,
 		AnnotationContainerdName: img.Name.Normalized(),

@@ -115,10 +115,26 @@ func withParents(entries []Entry) ([]Entry, error) {
 	return out, nil
 }
 
+// tarMode is a mode's permission bits with setuid, setgid and sticky as a
+// tar header holds them.
+func tarMode(m fs.FileMode) int64 {
+	mode := int64(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		mode |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		mode |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		mode |= 0o1000
+	}
+	return mode
+}
+
 func writeEntry(tw *tar.Writer, e Entry, mtime time.Time) error {
 	h := &tar.Header{
 		Name:    strings.TrimPrefix(e.Path, "/"),
-		Mode:    int64(e.Mode.Perm()),
+		Mode:    tarMode(e.Mode),
 		Uid:     e.UID,
 		Gid:     e.GID,
 		ModTime: mtime,

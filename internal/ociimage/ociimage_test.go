@@ -3,6 +3,8 @@ package ociimage
 import (
 	"archive/tar"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -156,8 +158,19 @@ func TestArchive(t *testing.T) {
 	if err := json.Unmarshal(files[blobPath(d1)], &man); err != nil {
 		t.Fatal(err)
 	}
-	if len(man.Layers) != 2 || files[blobPath(l.Digest)] == nil || files[blobPath(man.Config.Digest)] == nil {
-		t.Fatalf("manifest %s, files %d", files[blobPath(d1)], len(files))
+	if len(man.Layers) != 2 {
+		t.Fatalf("manifest %s", files[blobPath(d1)])
+	}
+	// Every blob the index reaches is in the archive under its digest.
+	for _, d := range append([]descriptor{m, man.Config}, man.Layers...) {
+		blob, ok := files[blobPath(d.Digest)]
+		sum := sha256.Sum256(blob)
+		if !ok || "sha256:"+hex.EncodeToString(sum[:]) != d.Digest || int64(len(blob)) != d.Size {
+			t.Errorf("blob %s: present %v, size %d want %d", d.Digest, ok, len(blob), d.Size)
+		}
+	}
+	if m.Platform == nil || m.Platform.OS != "linux" {
+		t.Errorf("the index's manifest names no platform: %s", files["index.json"])
 	}
 	if _, err := WriteArchive(filepath.Join(dir, "c.tar"), Image{}); err == nil {
 		t.Error("an image without a name was accepted")

@@ -1,29 +1,16 @@
 package node
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
+	"github.com/kao-io/kao/internal/ociimage"
 	"github.com/kao-io/kao/internal/testenv"
-)
-
-// Media types of the OCI image format (image-spec v1.1).
-const (
-	mediaTypeIndex    = "application/vnd.oci.image.index.v1+json"
-	mediaTypeManifest = "application/vnd.oci.image.manifest.v1+json"
-	mediaTypeConfig   = "application/vnd.oci.image.config.v1+json"
-	mediaTypeLayer    = "application/vnd.oci.image.layer.v1.tar"
 )
 
 // Image describes a one-layer image around one static program.
@@ -39,142 +26,39 @@ type Image struct {
 	Env []string
 }
 
-// descriptor is an OCI content descriptor.
-type descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int               `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-	Platform    *platform         `json:"platform,omitempty"`
-}
-
-type platform struct {
-	Architecture string `json:"architecture"`
-	OS           string `json:"os"`
-}
-
-// WriteImage writes img as an OCI image layout in a tar archive at path, as
-// `ctr images import` and `skopeo copy oci-archive:` read it. The archive is
-// deterministic: the same program and settings give the same bytes (fixed
-// timestamps, owners and order), so the same image digest.
+// WriteImage writes img as an OCI archive at path (internal/ociimage), as
+// `ctr images import` and `skopeo copy oci-archive:` read it. The same
+// program and settings give the same bytes, so the same image digest.
 func WriteImage(img Image, path string) error {
 	if img.Name == "" || img.Binary == "" {
 		return fmt.Errorf("image needs a name and a binary (got %q, %q)", img.Name, img.Binary)
 	}
-	bin, err := os.ReadFile(img.Binary)
+	name, err := ociimage.ParseReference(img.Name)
 	if err != nil {
-		return fmt.Errorf("reading the image's program: %w", err)
+		return err
 	}
 	entry := "/" + filepath.Base(img.Binary)
-
-	var layer bytes.Buffer
-	lw := tar.NewWriter(&layer)
-	files := []struct {
-		hdr  tar.Header
-		data []byte
-	}{
-		{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777}},
-		{hdr: tar.Header{Typeflag: tar.TypeReg, Name: entry[1:], Mode: 0o755, Size: int64(len(bin))}, data: bin},
-	}
-	for _, f := range files {
-		f.hdr.ModTime = time.Unix(0, 0)
-		f.hdr.Format = tar.FormatPAX
-		if err := lw.WriteHeader(&f.hdr); err != nil {
-			return fmt.Errorf("writing the image layer: %w", err)
-		}
-		if _, err := lw.Write(f.data); err != nil {
-			return fmt.Errorf("writing the image layer: %w", err)
-		}
-	}
-	if err := lw.Close(); err != nil {
+	layerFile := path + ".layer"
+	defer func() { _ = os.Remove(layerFile) }()
+	layer, err := ociimage.LayerFromEntries([]ociimage.Entry{
+		{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
+		{Path: entry, Mode: 0o755, Source: img.Binary},
+	}, time.Unix(0, 0), layerFile)
+	if err != nil {
 		return fmt.Errorf("writing the image layer: %w", err)
 	}
-	layerDigest := digestOf(layer.Bytes())
-
-	env := append([]string{"PATH=/"}, img.Env...)
-	config, err := json.Marshal(map[string]any{
-		"architecture": runtime.GOARCH,
-		"os":           "linux",
-		"config": map[string]any{
-			"Entrypoint": []string{entry},
-			"Cmd":        img.Args,
-			"Env":        env,
-			"WorkingDir": "/",
+	_, err = ociimage.WriteArchive(path, ociimage.Image{
+		Name:    name,
+		Created: time.Unix(0, 0),
+		Layers:  []ociimage.Layer{layer},
+		Config: ociimage.Config{
+			Entrypoint: []string{entry},
+			Cmd:        img.Args,
+			Env:        append([]string{"PATH=/"}, img.Env...),
+			WorkingDir: "/",
 		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
 	})
-	if err != nil {
-		return fmt.Errorf("encoding the image config: %w", err)
-	}
-	manifest, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     mediaTypeManifest,
-		"config":        descriptor{MediaType: mediaTypeConfig, Digest: digestOf(config), Size: len(config)},
-		"layers":        []descriptor{{MediaType: mediaTypeLayer, Digest: layerDigest, Size: layer.Len()}},
-	})
-	if err != nil {
-		return fmt.Errorf("encoding the image manifest: %w", err)
-	}
-	tag := img.Name[strings.LastIndex(img.Name, ":")+1:]
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     mediaTypeIndex,
-		"manifests": []descriptor{{
-			MediaType: mediaTypeManifest,
-			Digest:    digestOf(manifest),
-			Size:      len(manifest),
-			Platform:  &platform{Architecture: runtime.GOARCH, OS: "linux"},
-			Annotations: map[string]string{
-				// containerd names the imported image after this one ...
-				"io.containerd.image.name": img.Name,
-				// ... skopeo and the OCI layout after this one.
-				"org.opencontainers.image.ref.name": tag,
-			},
-		}},
-	})
-	if err != nil {
-		return fmt.Errorf("encoding the image index: %w", err)
-	}
-
-	var out bytes.Buffer
-	tw := tar.NewWriter(&out)
-	entries := []struct {
-		name string
-		data []byte
-	}{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"index.json", index},
-		{blobPath(digestOf(config)), config},
-		{blobPath(digestOf(manifest)), manifest},
-		{blobPath(layerDigest), layer.Bytes()},
-	}
-	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
-			return fmt.Errorf("writing the image archive: %w", err)
-		}
-	}
-	for _, e := range entries {
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: 0o644, Size: int64(len(e.data)), ModTime: time.Unix(0, 0)}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("writing the image archive: %w", err)
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return fmt.Errorf("writing the image archive: %w", err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("writing the image archive: %w", err)
-	}
-	return os.WriteFile(path, out.Bytes(), 0o644)
-}
-
-func digestOf(data []byte) string {
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func blobPath(digest string) string {
-	return "blobs/sha256/" + strings.TrimPrefix(digest, "sha256:")
+	return err
 }
 
 // BuildProgram builds a Go main package of this module (e.g.

@@ -3,7 +3,6 @@ package node
 import (
 	"archive/tar"
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/netip"
 	"os"
@@ -84,29 +83,19 @@ func TestWriteImageIsDeterministicAndComplete(t *testing.T) {
 		data, _ := io.ReadAll(tr)
 		files[hdr.Name] = data
 	}
-	var index struct{ Manifests []descriptor }
-	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
-		t.Fatalf("index.json: %v, %d manifests", err, len(index.Manifests))
+	// The archive's structure is internal/ociimage's (tested there): here,
+	// the image kao's tests import.
+	if !strings.Contains(string(files["index.json"]), `"io.containerd.image.name":"kao.test/prog:1"`) {
+		t.Errorf("index.json does not name kao.test/prog:1: %s", files["index.json"])
 	}
-	if got := index.Manifests[0].Annotations["io.containerd.image.name"]; got != img.Name {
-		t.Errorf("image name annotation %q, want %q", got, img.Name)
-	}
-	var manifest struct {
-		Config descriptor
-		Layers []descriptor
-	}
-	mdata := files[blobPath(index.Manifests[0].Digest)]
-	if err := json.Unmarshal(mdata, &manifest); err != nil {
-		t.Fatalf("manifest: %v", err)
-	}
-	for _, d := range append([]descriptor{index.Manifests[0], manifest.Config}, manifest.Layers...) {
-		blob, ok := files[blobPath(d.Digest)]
-		if !ok || digestOf(blob) != d.Digest || len(blob) != d.Size {
-			t.Errorf("blob %s: present %v, size %d want %d", d.Digest, ok, len(blob), d.Size)
+	found := false
+	for name, data := range files {
+		if strings.HasPrefix(name, "blobs/") && strings.Contains(string(data), `"Entrypoint":["/prog"],"Cmd":["serve"]`) {
+			found = true
 		}
 	}
-	if !strings.Contains(string(files[blobPath(manifest.Config.Digest)]), `"Entrypoint":["/prog"]`) {
-		t.Errorf("config has no entrypoint /prog: %s", files[blobPath(manifest.Config.Digest)])
+	if !found {
+		t.Error("no image config with entrypoint /prog and arguments serve")
 	}
 }
 
