@@ -170,16 +170,11 @@ func applyDeployment(ctx context.Context, k8s client.Client, dc *hosts.Cluster) 
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	key, err := os.ReadFile(dc.PrivateKeyPath())
+	data, err := dc.SSHSecretData()
 	if err != nil {
 		return nil, err
 	}
-	knownHosts, err := os.ReadFile(dc.KnownHostsPath())
-	if err != nil {
-		return nil, err
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-ssh", Namespace: namespace},
-		Data: map[string][]byte{"id_ed25519": key, "known_hosts": knownHosts}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-ssh", Namespace: namespace}, Data: data}
 	if err := k8s.Create(ctx, secret); err != nil {
 		return nil, err
 	}

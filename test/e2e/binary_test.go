@@ -135,15 +135,12 @@ func TestBinaryInstall(t *testing.T) {
 	ns := newNamespace(t)
 	stateDir := startOperator(t, ns)
 
-	key, err := os.ReadFile(dc.PrivateKeyPath())
+	sshData, err := dc.SSHSecretData()
 	if err != nil {
 		t.Fatal(err)
 	}
-	knownHosts, err := os.ReadFile(dc.KnownHostsPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	createSecret(t, ns, "dc-ssh", map[string][]byte{"id_ed25519": key, "known_hosts": knownHosts})
+	createSecret(t, ns, "dc-ssh", sshData)
+	key, knownHosts := sshData["id_ed25519"], sshData["known_hosts"]
 	nodes := dc.Hosts()
 
 	kd := binaryDeployment(ns, "dc", "dc-ssh", nodes)

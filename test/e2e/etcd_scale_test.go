@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -193,15 +192,11 @@ func backupWithoutLeader(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeplo
 // createSSHSecret stores the test hosts' SSH key and known_hosts.
 func createSSHSecret(t testing.TB, ns, name string, dc *hosts.Cluster) {
 	t.Helper()
-	key, err := os.ReadFile(dc.PrivateKeyPath())
+	data, err := dc.SSHSecretData()
 	if err != nil {
 		t.Fatal(err)
 	}
-	knownHosts, err := os.ReadFile(dc.KnownHostsPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	createSecret(t, ns, name, map[string][]byte{"id_ed25519": key, "known_hosts": knownHosts})
+	createSecret(t, ns, name, data)
 }
 
 // waitForEtcdMembers waits until status.etcd lists exactly the hosts, all

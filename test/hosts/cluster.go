@@ -514,6 +514,21 @@ func (c *Cluster) PrivateKeyPath() string { return filepath.Join(c.dir, keyFile)
 // real host keys.
 func (c *Cluster) KnownHostsPath() string { return filepath.Join(c.dir, knownHosts) }
 
+// SSHSecretData returns the private key and known_hosts as the data of a
+// Secret a KarmadaDeployment's spec.ssh names: keys id_ed25519 and
+// known_hosts.
+func (c *Cluster) SSHSecretData() (map[string][]byte, error) {
+	key, err := os.ReadFile(c.PrivateKeyPath())
+	if err != nil {
+		return nil, err
+	}
+	knownHosts, err := os.ReadFile(c.KnownHostsPath())
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"id_ed25519": key, "known_hosts": knownHosts}, nil
+}
+
 // HostsFilePath returns the path of hosts.json (see File).
 func (c *Cluster) HostsFilePath() string { return filepath.Join(c.dir, hostsFile) }
 
