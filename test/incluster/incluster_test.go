@@ -2,12 +2,15 @@
 // builds, installed with `helm install` into a real single-node cluster
 // (test/node: a real kubelet and containerd), installs a Binary control plane
 // on SSH test hosts from inside its pod, survives its pod being deleted in the
-// middle of the install, takes a backup onto its state volume and uninstalls.
+// middle of the install, joins a Push member and a Pull member whose
+// karmada-agent is a real pod, takes a backup onto its state volume and
+// uninstalls.
 package incluster
 
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,17 +25,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/ociimage"
 	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
+	"github.com/kao-io/kao/test/members"
 	"github.com/kao-io/kao/test/node"
 )
 
 const (
 	image     = "kao-manager:e2e"
 	namespace = "kao-system"
+	// agentRegistry is the deployment's spec.artifacts.imageRegistry: kao
+	// names the agent's image <registry>/karmada/karmada-agent:<version>.
+	agentRegistry = "kao.test"
+	agentImage    = agentRegistry + "/karmada/karmada-agent:v1.18.1"
 )
 
 // step logs how long each step took, for the note and docs/benchmarks.md.
@@ -68,7 +80,7 @@ func TestOperatorInCluster(t *testing.T) {
 	steps.done("one SSH test host up, reachable from pods")
 
 	k8s := newClient(t, cluster)
-	stateDir := statePV(t, k8s)
+	stateDir := statePV(t, k8s, "kao-state-helm")
 	helmInstall(t, cluster)
 	manager := waitForManager(t, k8s, "", 5*time.Minute)
 	steps.done("helm install: the manager pod Ready")
@@ -133,6 +145,61 @@ func TestOperatorInCluster(t *testing.T) {
 	}
 	steps.done("control plane Ready")
 
+	// Members, joined from the pod: a Push member (an API server on the
+	// hosts' gateway, which Karmada's controllers on the host reach) and a
+	// Pull member, the real node's own cluster, whose karmada-agent kao
+	// creates as a Deployment there: a real pod from an image in the node's
+	// containerd, reaching karmada-apiserver on the host.
+	push := members.Start(t, 1, members.Options{Address: dc.Gateway()})[0]
+	importAgentImage(t, cluster)
+	create(t, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "members", Namespace: ns},
+		Data: map[string][]byte{"push": push.Kubeconfig, "pull": embeddedKubeconfig(t, cluster)}})
+	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := &kaov1.KarmadaDeployment{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(kd), cur); err != nil {
+			return err
+		}
+		cur.Spec.Artifacts.ImageRegistry = agentRegistry
+		cur.Spec.Members = []kaov1.MemberSpec{
+			{Name: "push", SyncMode: kaov1.PushSyncMode, KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "members", Key: "push"}},
+			{Name: "pull", SyncMode: kaov1.PullSyncMode, KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "members", Key: "pull"}},
+		}
+		return k8s.Update(ctx, cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Minute, "both members joined and Ready", func() (bool, error) {
+		cur := &kaov1.KarmadaDeployment{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(kd), cur); err != nil {
+			return false, err
+		}
+		if last := cur.Status.LastRun; last != nil && last.Generation == cur.Generation && last.Result == kaov1.RunFailed {
+			return false, fmt.Errorf("the run joining the members failed: %s", last.Message)
+		}
+		ready := 0
+		for _, m := range cur.Status.Members {
+			if m.Joined && m.Ready {
+				ready++
+			}
+		}
+		return ready == 2, nil
+	})
+	agents := &corev1.PodList{}
+	if err := k8s.List(ctx, agents, client.InNamespace("karmada-system")); err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, p := range agents.Items {
+		if p.Status.Phase == corev1.PodRunning && len(p.Spec.Containers) > 0 && p.Spec.Containers[0].Image == agentImage {
+			running++
+		}
+	}
+	if running == 0 {
+		t.Errorf("no karmada-agent pod of %s runs on the node: %d pods in karmada-system", agentImage, len(agents.Items))
+	}
+	steps.done("a Push member and a Pull member (its agent a real pod) joined and Ready")
+
 	// A backup onto the state volume.
 	eb := &kaov1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "dc1-now", Namespace: ns},
@@ -168,6 +235,92 @@ func TestOperatorInCluster(t *testing.T) {
 		t.Errorf("units left on %s after the uninstall: %q %v", h.Name, out, err)
 	}
 	steps.done("uninstalled")
+
+	// The same image from config/default instead of the chart: helm
+	// uninstall keeps the CRDs and the state claim, kubectl apply -k puts the
+	// manager back, and it acts on a new object at once.
+	helm(t, cluster, "uninstall", "kao", "--namespace", namespace, "--wait")
+	statePV(t, k8s, "kao-state-kustomize")
+	applyKustomize(t, cluster)
+	waitForManager(t, k8s, "", 5*time.Minute)
+	probe := &kaov1.KarmadaDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "dc2", Namespace: ns},
+		Spec: kaov1.KarmadaDeploymentSpec{
+			Mode:    kaov1.BinaryMode,
+			Version: "v1.18.1",
+			SSH: &kaov1.SSHSpec{
+				PrivateKeySecretRef: kaov1.SecretKeyReference{Name: "no-such-secret", Key: "id_ed25519"},
+				KnownHostsSecretRef: kaov1.SecretKeyReference{Name: "no-such-secret", Key: "known_hosts"},
+			},
+			APIServer: kaov1.APIServerSpec{Endpoint: h.Address + ":5443"},
+			Etcd:      kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
+			Hosts: []kaov1.Host{{Name: h.Name, Address: h.Address, Port: int32(h.Port), User: h.User,
+				Roles: []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}}},
+		},
+	}
+	create(t, k8s, probe)
+	waitFor(t, 2*time.Minute, "the kustomize-installed manager to report the missing Secret", func() (bool, error) {
+		cur := &kaov1.KarmadaDeployment{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(probe), cur); err != nil {
+			return false, err
+		}
+		for _, c := range cur.Status.Conditions {
+			if c.Reason == kaov1.PrerequisitesMissingReason && strings.Contains(c.Message, "no-such-secret") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	steps.done("kubectl apply -k config/default: the manager back, acting on a new object")
+}
+
+// importAgentImage builds karmada-agent's image from the binary of the tools
+// cache (at /bin/karmada-agent, where kao's Deployment runs it) and imports
+// it into the node.
+func importAgentImage(t *testing.T, c *node.Cluster) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "tools.sh"), "dir", "karmada").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	layer, err := ociimage.LayerFromEntries([]ociimage.Entry{
+		{Path: "/bin/karmada-agent", Mode: 0o755, Source: filepath.Join(strings.TrimSpace(string(out)), "karmada-agent")},
+		{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
+	}, time.Unix(0, 0), filepath.Join(dir, "layer.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := ociimage.ParseReference(agentImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "karmada-agent.oci.tar")
+	if _, err := ociimage.WriteArchive(archive, ociimage.Image{Name: name, Layers: []ociimage.Layer{layer},
+		Config: ociimage.Config{Entrypoint: []string{"/bin/karmada-agent"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ImportImage(archive); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// embeddedKubeconfig is the node cluster's admin kubeconfig with its
+// certificates inline: kao refuses kubeconfigs that name files.
+func embeddedKubeconfig(t *testing.T, c *node.Cluster) []byte {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // buildImage runs hack/image with the default layer cache (shared with
@@ -239,7 +392,7 @@ func newClient(t *testing.T, c *node.Cluster) client.Client {
 // its directory on this machine. The claim of the chart binds to it: same
 // size, no storage class. hostPath volumes get no fsGroup, so the directory
 // belongs to the manager's user.
-func statePV(t *testing.T, k8s client.Client) string {
+func statePV(t *testing.T, k8s client.Client, name string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -253,7 +406,7 @@ func statePV(t *testing.T, k8s client.Client) string {
 		t.Fatal(err)
 	}
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "kao-state-e2e"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -268,21 +421,57 @@ func statePV(t *testing.T, k8s client.Client) string {
 
 func helmInstall(t *testing.T, c *node.Cluster) {
 	t.Helper()
+	helm(t, c, "install", "kao", filepath.Join(testenv.RepoRoot(), "charts", "kao"),
+		"--namespace", namespace, "--create-namespace",
+		"--set", "image.repository="+strings.Split(image, ":")[0], "--set", "image.tag="+strings.Split(image, ":")[1],
+		"--set", "image.pullPolicy=Never", "--set", "state.size=20Gi", "--set", "runTimeout=15m")
+}
+
+// helm runs the helm of make tools against the node with a home of its own.
+func helm(t *testing.T, c *node.Cluster, args ...string) {
+	t.Helper()
 	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "tools.sh"), "dir", "helm").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	home := t.TempDir()
-	cmd := exec.Command(filepath.Join(strings.TrimSpace(string(out)), "helm"), "install", "kao", filepath.Join(testenv.RepoRoot(), "charts", "kao"),
-		"--kubeconfig", c.Kubeconfig(), "--namespace", namespace, "--create-namespace",
-		"--set", "image.repository="+strings.Split(image, ":")[0], "--set", "image.tag="+strings.Split(image, ":")[1],
-		"--set", "image.pullPolicy=Never", "--set", "state.size=20Gi",
-		// Short runs: a restarted pod must not wait long for the lease of
-		// the pod it replaces (the default lease is 15 s).
-		"--set", "runTimeout=15m")
+	cmd := exec.Command(filepath.Join(strings.TrimSpace(string(out)), "helm"), append(args, "--kubeconfig", c.Kubeconfig())...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_CONFIG_HOME=" + home, "HELM_DATA_HOME=" + home}
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("helm install: %v\n%s", err, b)
+		t.Fatalf("helm %s: %v\n%s", args[0], err, b)
+	}
+}
+
+// applyKustomize applies config/default with the test's image, as a user
+// would after `kustomize edit set image`.
+func applyKustomize(t *testing.T, c *node.Cluster) {
+	t.Helper()
+	dir := t.TempDir()
+	// kustomize takes a relative path only.
+	base, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomization := fmt.Sprintf("resources:\n  - %s\nimages:\n  - name: kao-manager\n    newTag: %s\n", base, strings.Split(image, ":")[1])
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := filepath.Join(assets, "kubectl")
+	var stderr strings.Builder
+	render := exec.Command(kubectl, "kustomize", "--load-restrictor=LoadRestrictionsNone", dir)
+	render.Stderr = &stderr
+	rendered, err := render.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v: %s", err, stderr.String())
+	}
+	apply := exec.Command(kubectl, "--kubeconfig", c.Kubeconfig(), "apply", "--server-side", "--force-conflicts", "-f", "-")
+	apply.Stdin = strings.NewReader(string(rendered))
+	if b, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, b)
 	}
 }
 
