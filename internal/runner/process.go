@@ -1,19 +1,18 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/apenella/go-ansible/v2/pkg/execute"
 	gaexec "github.com/apenella/go-ansible/v2/pkg/execute/exec"
+
+	"github.com/kao-io/kao/internal/procfs"
 )
 
 // killGrace is how long ansible-playbook's process group gets between SIGTERM
@@ -137,32 +136,15 @@ func awaitGroupGone(pgid int, limit time.Duration) {
 	}
 }
 
-// liveGroupMembers counts the processes of group pgid that are not zombies,
-// from /proc/<pid>/stat ("pid (comm) state ppid pgrp ...").
+// liveGroupMembers counts the processes of group pgid that still run.
 func liveGroupMembers(pgid int) int {
-	entries, err := os.ReadDir("/proc")
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return 0
 	}
 	live := 0
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// comm may hold spaces and parentheses: the fields start after the last ')'.
-		end := bytes.LastIndexByte(stat, ')')
-		if end < 0 {
-			continue
-		}
-		fields := bytes.Fields(stat[end+1:])
-		if len(fields) < 3 || string(fields[0]) == "Z" || string(fields[0]) == "X" {
-			continue
-		}
-		if g, err := strconv.Atoi(string(fields[2])); err == nil && g == pgid {
+	for _, pid := range pids {
+		if st, err := procfs.ReadStat(pid); err == nil && st.PGRP == pgid && st.Running() {
 			live++
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+
+	"github.com/kao-io/kao/internal/machine"
 )
 
 // maxIndex bounds instance indexes; with it every link name fits in 15
@@ -24,11 +26,11 @@ func machineName(idx int, host string) string { return fmt.Sprintf("kao%d-%s", i
 // state root's allocation lock, and writes the instance's first state. The
 // caller holds the instance's own lock and has removed any previous state.
 func allocate(ctx context.Context, cfg Config, l layout, base string) (*instanceState, error) {
-	lock, err := lockFile(ctx, l.allocLock())
+	lock, err := machine.WaitLock(ctx, l.allocLock())
 	if err != nil {
 		return nil, err
 	}
-	defer lock.unlock()
+	defer lock.Unlock()
 
 	reapOrphans(ctx, cfg, l)
 
@@ -36,7 +38,7 @@ func allocate(ctx context.Context, cfg Config, l layout, base string) (*instance
 	if err != nil {
 		return nil, err
 	}
-	routes, err := usedPrefixes(ctx)
+	routes, err := machine.UsedPrefixes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -109,10 +111,10 @@ func allocatedByOthers(self string, l layout) (map[int]bool, []netip.Prefix, err
 // are not taken on the machine (by anything, ours or not).
 func pickIndex(used map[int]bool) (int, error) {
 	for idx := 0; idx <= maxIndex; idx++ {
-		if used[idx] || linkExists(bridgeName(idx)) {
+		if used[idx] || machine.LinkExists(bridgeName(idx)) {
 			continue
 		}
-		if m, _ := filepath.Glob(netnsPath(machineName(idx, "*"))); len(m) > 0 {
+		if m, _ := filepath.Glob(machine.NetnsPath(machineName(idx, "*"))); len(m) > 0 {
 			continue
 		}
 		return idx, nil
@@ -160,7 +162,7 @@ func reapOrphans(ctx context.Context, cfg Config, l layout) {
 		if err != nil || st.Owner == nil || st.Owner.alive() {
 			continue
 		}
-		lock, ok, err := tryLockFile(l.instanceLock(name))
+		lock, ok, err := machine.TryLock(l.instanceLock(name))
 		if err != nil || !ok {
 			continue
 		}
@@ -168,6 +170,6 @@ func reapOrphans(ctx context.Context, cfg Config, l layout) {
 		if err := teardown(ctx, cfg.Logf, l, name); err != nil {
 			cfg.Logf("reclaiming instance %s: %v", name, err)
 		}
-		lock.unlock()
+		lock.Unlock()
 	}
 }

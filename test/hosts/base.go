@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kao-io/kao/internal/machine"
 )
 
 const (
@@ -85,11 +87,11 @@ func EnsureBase(ctx context.Context, cfg Config) (path string, built bool, err e
 	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
 		return "", false, fmt.Errorf("creating cache dir: %w", err)
 	}
-	lock, err := lockFile(ctx, final+".lock")
+	lock, err := machine.WaitLock(ctx, final+".lock")
 	if err != nil {
 		return "", false, err
 	}
-	defer lock.unlock()
+	defer lock.Unlock()
 	if isDir(final) { // built by someone else while we waited
 		return final, false, nil
 	}
@@ -101,7 +103,7 @@ func EnsureBase(ctx context.Context, cfg Config) (path string, built bool, err e
 
 // buildBase runs debootstrap into a temporary directory next to final,
 // customizes the result and renames it to final. The caller holds lock.
-func buildBase(ctx context.Context, cfg Config, final string, lock *fileLock) error {
+func buildBase(ctx context.Context, cfg Config, final string, lock *machine.Lock) error {
 	stale, err := filepath.Glob(final + ".tmp-*")
 	if err != nil {
 		return fmt.Errorf("listing stale base builds: %w", err)
@@ -144,7 +146,7 @@ func buildBase(ctx context.Context, cfg Config, final string, lock *fileLock) er
 // stays held while any of them may still write to target, even if the caller
 // dies. debootstrap runs in its own process group, killed as a whole when ctx
 // is done, and gets SIGKILL if the caller dies.
-func debootstrap(ctx context.Context, target, mirror, logPath string, lock *fileLock) error {
+func debootstrap(ctx context.Context, target, mirror, logPath string, lock *machine.Lock) error {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return fmt.Errorf("creating debootstrap log: %w", err)
@@ -162,7 +164,7 @@ func debootstrap(ctx context.Context, target, mirror, logPath string, lock *file
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.ExtraFiles = []*os.File{lock.f}
+	cmd.ExtraFiles = []*os.File{lock.File()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second

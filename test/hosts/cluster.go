@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kao-io/kao/internal/machine"
 )
 
 // Host is one test host as clients reach it.
@@ -91,11 +93,11 @@ func Up(ctx context.Context, cfg Config, n int) (*Cluster, error) {
 		return nil, err
 	}
 	l := layout{root: cfg.StateRoot}
-	lock, err := lockFile(ctx, l.instanceLock(cfg.Name))
+	lock, err := machine.WaitLock(ctx, l.instanceLock(cfg.Name))
 	if err != nil {
 		return nil, err
 	}
-	defer lock.unlock()
+	defer lock.Unlock()
 	if err := clearPrevious(ctx, cfg, l); err != nil {
 		return nil, err
 	}
@@ -160,11 +162,11 @@ func Down(ctx context.Context, cfg Config) error {
 		return err
 	}
 	l := layout{root: cfg.StateRoot}
-	lock, err := lockFile(ctx, l.instanceLock(cfg.Name))
+	lock, err := machine.WaitLock(ctx, l.instanceLock(cfg.Name))
 	if err != nil {
 		return err
 	}
-	defer lock.unlock()
+	defer lock.Unlock()
 	return teardown(ctx, cfg.Logf, l, cfg.Name)
 }
 
@@ -199,7 +201,7 @@ func (c *Cluster) create(ctx context.Context, n int) error {
 	}
 
 	bridge := bridgeName(st.Index)
-	if linkExists(bridge) {
+	if machine.LinkExists(bridge) {
 		return fmt.Errorf("bridge %s already exists and is not ours", bridge)
 	}
 	st.Bridge = bridge
@@ -216,12 +218,12 @@ func (c *Cluster) create(ctx context.Context, n int) error {
 			return err
 		}
 		name := fmt.Sprintf("%s%d", c.cfg.HostPrefix, i)
-		machine := machineName(st.Index, name)
+		mach := machineName(st.Index, name)
 		veth := vethName(st.Index, i)
-		if netnsExists(machine) || linkExists(veth) {
-			return fmt.Errorf("network namespace %s or link %s already exists and is not ours", machine, veth)
+		if machine.NetnsExists(mach) || machine.LinkExists(veth) {
+			return fmt.Errorf("network namespace %s or link %s already exists and is not ours", mach, veth)
 		}
-		st.Hosts = append(st.Hosts, hostState{Name: name, Address: addr.String(), Machine: machine, Netns: machine, Veth: veth})
+		st.Hosts = append(st.Hosts, hostState{Name: name, Address: addr.String(), Machine: mach, Netns: mach, Veth: veth})
 	}
 	if err := save(); err != nil {
 		return err
@@ -316,11 +318,11 @@ func teardown(ctx context.Context, logf func(string, ...any), l layout, name str
 // withLock runs fn on the freshly read state under the instance lock and
 // saves the state afterwards, also when fn fails.
 func (c *Cluster) withLock(ctx context.Context, fn func(st *instanceState, save func() error) error) error {
-	lock, err := lockFile(ctx, c.l.instanceLock(c.cfg.Name))
+	lock, err := machine.WaitLock(ctx, c.l.instanceLock(c.cfg.Name))
 	if err != nil {
 		return err
 	}
-	defer lock.unlock()
+	defer lock.Unlock()
 	st, err := loadState(c.dir)
 	if err != nil {
 		return fmt.Errorf("instance %s: %w", c.cfg.Name, err)

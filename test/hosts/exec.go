@@ -99,19 +99,19 @@ func command(ctx context.Context, name string, args ...string) (*exec.Cmd, error
 	return cmd, nil
 }
 
-// run runs a tool and returns its standard output. On failure the error names
-// the command and carries its standard error.
-func run(ctx context.Context, name string, args ...string) (string, error) {
+// run runs a tool. On failure the error names the command and carries its
+// standard error.
+func run(ctx context.Context, name string, args ...string) error {
 	cmd, err := command(ctx, name, args...)
 	if err != nil {
-		return "", err
+		return err
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
-	return stdout.String(), nil
+	return nil
 }
 
 // tail returns the last n lines of s.

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kao-io/kao/internal/machine"
+	"github.com/kao-io/kao/internal/procfs"
 )
 
 // hostKeyTypes are the SSH host key types generated for every host; the base's
@@ -135,7 +138,7 @@ func nspawnArgs(base, upper string, h *hostState) []string {
 		// PID 1 of the machine may not be systemd: no machined, no system bus.
 		"--register=no",
 		"--keep-unit",
-		"--network-namespace-path=" + netnsPath(h.Netns),
+		"--network-namespace-path=" + machine.NetnsPath(h.Netns),
 		"--machine=" + h.Machine,
 		"--hostname=" + h.Name,
 		"--console=read-only",
@@ -233,12 +236,12 @@ func powerOff(ctx context.Context, dir string, h *hostState) error {
 			waitExit(ctx, *h.Nspawn, 5*time.Second)
 		}
 	}
-	err := killUntilGone(ctx, 15*time.Second, func() ([]int, error) {
+	err := procfs.KillUntilGone(ctx, 15*time.Second, func() ([]int, error) {
 		inCgroups, err := pidsInCgroups(h.Cgroups)
 		if err != nil {
 			return nil, err
 		}
-		inNetns, err := pidsInNetns(netnsPath(h.Netns))
+		inNetns, err := pidsInNetns(machine.NetnsPath(h.Netns))
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kao-io/kao/internal/machine"
 )
 
 func TestPickMirror(t *testing.T) {
@@ -60,7 +62,7 @@ local 10.213.1.1 dev kaobr1 table local proto kernel scope host src 10.213.1.1
 broadcast 10.213.2.255 dev x table local proto kernel scope link src 10.213.2.1
 172.16.0.0/16 dev eth0 proto kernel scope link src 172.16.0.2
 `
-	got := parseRoutes(out)
+	got := machine.ParseRoutes(out)
 	want := []string{"10.213.0.0/24", "10.213.1.1/32", "10.213.2.255/32", "172.16.0.0/16"}
 	if len(got) != len(want) {
 		t.Fatalf("parseRoutes: got %v, want %v", got, want)

@@ -5,32 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strings"
-)
 
-// netnsDir is where iproute2 binds named network namespaces.
-const netnsDir = "/run/netns"
+	"github.com/kao-io/kao/internal/machine"
+)
 
 // maxIfName is the longest network interface name Linux accepts (IFNAMSIZ-1).
 const maxIfName = 15
 
 // containerIf is the name of each host's interface inside its namespace.
 const containerIf = "eth0"
-
-func netnsPath(name string) string { return filepath.Join(netnsDir, name) }
-
-func netnsExists(name string) bool {
-	_, err := os.Lstat(netnsPath(name))
-	return err == nil
-}
-
-// linkExists reports whether a network interface exists in the root namespace.
-func linkExists(name string) bool {
-	_, err := os.Lstat(filepath.Join("/sys/class/net", name))
-	return err == nil
-}
 
 func checkIfName(name string) error {
 	if len(name) == 0 || len(name) > maxIfName {
@@ -45,7 +28,7 @@ func createBridge(ctx context.Context, name, addrCIDR string) error {
 	if err := checkIfName(name); err != nil {
 		return err
 	}
-	if linkExists(name) {
+	if machine.LinkExists(name) {
 		return fmt.Errorf("bridge %s already exists and is not ours", name)
 	}
 	steps := [][]string{
@@ -54,7 +37,7 @@ func createBridge(ctx context.Context, name, addrCIDR string) error {
 		{"link", "set", name, "up"},
 	}
 	for _, args := range steps {
-		if _, err := run(ctx, "ip", args...); err != nil {
+		if err := run(ctx, "ip", args...); err != nil {
 			return fmt.Errorf("creating bridge %s: %w", name, err)
 		}
 	}
@@ -64,13 +47,13 @@ func createBridge(ctx context.Context, name, addrCIDR string) error {
 // createNetns creates a named network namespace with its loopback up. It must
 // not exist yet.
 func createNetns(ctx context.Context, name string) error {
-	if netnsExists(name) {
+	if machine.NetnsExists(name) {
 		return fmt.Errorf("network namespace %s already exists and is not ours", name)
 	}
-	if _, err := run(ctx, "ip", "netns", "add", name); err != nil {
+	if err := run(ctx, "ip", "netns", "add", name); err != nil {
 		return fmt.Errorf("creating network namespace %s: %w", name, err)
 	}
-	if _, err := run(ctx, "ip", "-n", name, "link", "set", "lo", "up"); err != nil {
+	if err := run(ctx, "ip", "-n", name, "link", "set", "lo", "up"); err != nil {
 		return fmt.Errorf("bringing up loopback in %s: %w", name, err)
 	}
 	return nil
@@ -83,7 +66,7 @@ func createVeth(ctx context.Context, veth, bridge, netns, addrCIDR string) error
 	if err := checkIfName(veth); err != nil {
 		return err
 	}
-	if linkExists(veth) {
+	if machine.LinkExists(veth) {
 		return fmt.Errorf("interface %s already exists and is not ours", veth)
 	}
 	steps := [][]string{
@@ -94,7 +77,7 @@ func createVeth(ctx context.Context, veth, bridge, netns, addrCIDR string) error
 		{"-n", netns, "link", "set", containerIf, "up"},
 	}
 	for _, args := range steps {
-		if _, err := run(ctx, "ip", args...); err != nil {
+		if err := run(ctx, "ip", args...); err != nil {
 			return fmt.Errorf("creating link %s: %w", veth, err)
 		}
 	}
@@ -107,7 +90,7 @@ func setLinkUp(ctx context.Context, name string, up bool) error {
 	if up {
 		state = "up"
 	}
-	if _, err := run(ctx, "ip", "link", "set", name, state); err != nil {
+	if err := run(ctx, "ip", "link", "set", name, state); err != nil {
 		return fmt.Errorf("setting %s %s: %w", name, state, err)
 	}
 	return nil
@@ -115,10 +98,10 @@ func setLinkUp(ctx context.Context, name string, up bool) error {
 
 // deleteLink deletes a root-namespace link if it exists.
 func deleteLink(ctx context.Context, name string) error {
-	if name == "" || !linkExists(name) {
+	if name == "" || !machine.LinkExists(name) {
 		return nil
 	}
-	if _, err := run(ctx, "ip", "link", "del", name); err != nil && linkExists(name) {
+	if err := run(ctx, "ip", "link", "del", name); err != nil && machine.LinkExists(name) {
 		return fmt.Errorf("deleting link %s: %w", name, err)
 	}
 	return nil
@@ -126,57 +109,13 @@ func deleteLink(ctx context.Context, name string) error {
 
 // deleteNetns deletes a named network namespace if it exists.
 func deleteNetns(ctx context.Context, name string) error {
-	if name == "" || !netnsExists(name) {
+	if name == "" || !machine.NetnsExists(name) {
 		return nil
 	}
-	if _, err := run(ctx, "ip", "netns", "del", name); err != nil && netnsExists(name) {
+	if err := run(ctx, "ip", "netns", "del", name); err != nil && machine.NetnsExists(name) {
 		return fmt.Errorf("deleting network namespace %s: %w", name, err)
 	}
 	return nil
-}
-
-// usedPrefixes returns the IPv4 destinations of every route on the machine
-// (all tables), except default routes. A subnet that overlaps one of them is
-// already in use by someone.
-func usedPrefixes(ctx context.Context) ([]netip.Prefix, error) {
-	out, err := run(ctx, "ip", "-4", "-o", "route", "show", "table", "all")
-	if err != nil {
-		return nil, fmt.Errorf("listing routes: %w", err)
-	}
-	return parseRoutes(out), nil
-}
-
-// routeTypes are the route type keywords that may precede a destination in
-// `ip route` output.
-var routeTypes = map[string]bool{
-	"unicast": true, "local": true, "broadcast": true, "multicast": true,
-	"throw": true, "unreachable": true, "prohibit": true, "blackhole": true,
-	"nat": true, "anycast": true,
-}
-
-// parseRoutes extracts destinations from `ip -4 -o route` output.
-func parseRoutes(out string) []netip.Prefix {
-	var prefixes []netip.Prefix
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		dst := f[0]
-		if routeTypes[dst] && len(f) > 1 {
-			dst = f[1]
-		}
-		if dst == "default" {
-			continue
-		}
-		if !strings.Contains(dst, "/") {
-			dst += "/32"
-		}
-		if p, err := netip.ParsePrefix(dst); err == nil && p.Addr().Is4() && p.Bits() > 0 {
-			prefixes = append(prefixes, p.Masked())
-		}
-	}
-	return prefixes
 }
 
 // ipAdd returns the address n positions after a (IPv4 only).

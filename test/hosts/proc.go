@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kao-io/kao/internal/procfs"
 )
 
 // processID identifies a process across pid reuse: its pid and its start time
@@ -20,48 +22,13 @@ type processID struct {
 	Start uint64 `json:"start"`
 }
 
-// procStat is the part of /proc/PID/stat the harness uses.
-type procStat struct {
-	state string
-	ppid  int
-	start uint64
-}
-
-// readProcStat parses /proc/PID/stat. The command name (field 2) may contain
-// spaces and parentheses, so fields are counted from the last ')'.
-func readProcStat(pid int) (procStat, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state), f[1] field 4 (ppid), f[19] field 22 (starttime).
-	if len(f) < 20 {
-		return procStat{}, fmt.Errorf("malformed /proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return procStat{}, fmt.Errorf("parsing ppid in /proc/%d/stat: %w", pid, err)
-	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return procStat{}, fmt.Errorf("parsing start time in /proc/%d/stat: %w", pid, err)
-	}
-	return procStat{state: f[0], ppid: ppid, start: start}, nil
-}
-
 // identify returns the processID of a running process.
 func identify(pid int) (processID, error) {
-	st, err := readProcStat(pid)
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return processID{}, fmt.Errorf("reading process %d: %w", pid, err)
 	}
-	return processID{PID: pid, Start: st.start}, nil
+	return processID{PID: pid, Start: st.Start}, nil
 }
 
 // alive reports whether the process still exists, is the same process (same
@@ -70,38 +37,23 @@ func (p processID) alive() bool {
 	if p.PID <= 0 {
 		return false
 	}
-	st, err := readProcStat(p.PID)
+	st, err := procfs.ReadStat(p.PID)
 	if err != nil {
 		return false
 	}
-	return st.start == p.Start && st.state != "Z" && st.state != "X"
-}
-
-// allPIDs lists the numeric entries of /proc.
-func allPIDs() ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, fmt.Errorf("listing /proc: %w", err)
-	}
-	var pids []int
-	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
+	return st.Start == p.Start && st.Running()
 }
 
 // childrenOf returns the live children of p.
 func childrenOf(p processID) ([]int, error) {
-	pids, err := allPIDs()
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return nil, err
 	}
 	var children []int
 	for _, pid := range pids {
-		st, err := readProcStat(pid)
-		if err != nil || st.ppid != p.PID || st.state == "Z" {
+		st, err := procfs.ReadStat(pid)
+		if err != nil || st.PPID != p.PID || st.State == "Z" {
 			continue
 		}
 		children = append(children, pid)
@@ -132,7 +84,7 @@ func pidsInNetns(nsPath string) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", nsPath, err)
 	}
-	pids, err := allPIDs()
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return nil, err
 	}
@@ -185,43 +137,6 @@ func pidsInCgroups(dirs []string) ([]int, error) {
 	}
 	sort.Ints(pids)
 	return pids, nil
-}
-
-// killUntilGone sends SIGKILL to the processes that list returns, repeatedly,
-// until list returns none or the timeout passes. It never signals the calling
-// process. Zombies are left to their parents to reap and do not count.
-func killUntilGone(ctx context.Context, timeout time.Duration, list func() ([]int, error)) error {
-	deadline := time.Now().Add(timeout)
-	self := os.Getpid()
-	for {
-		pids, err := list()
-		if err != nil {
-			return err
-		}
-		var live []int
-		for _, pid := range pids {
-			if pid == self {
-				continue
-			}
-			if st, err := readProcStat(pid); err == nil && st.state != "Z" && st.state != "X" {
-				live = append(live, pid)
-			}
-		}
-		if len(live) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v survived SIGKILL for %s", live, timeout)
-		}
-		for _, pid := range live {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // waitExit waits until p is gone or the timeout passes; it reports whether p is

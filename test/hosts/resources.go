@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/kao-io/kao/internal/machine"
+	"github.com/kao-io/kao/internal/procfs"
 )
 
 // Resources lists what an instance created on the machine, for checking that
@@ -45,12 +48,12 @@ func resourcesOf(st *instanceState, dir string) Resources {
 func (r Resources) Leftovers() []string {
 	var left []string
 	for _, ns := range r.Netns {
-		if netnsExists(ns) {
+		if machine.NetnsExists(ns) {
 			left = append(left, "network namespace "+ns)
 		}
 	}
 	for _, l := range r.Links {
-		if linkExists(l) {
+		if machine.LinkExists(l) {
 			left = append(left, "link "+l)
 		}
 	}
@@ -75,7 +78,7 @@ func (r Resources) Leftovers() []string {
 // command line mentions prefix (a directory with a trailing slash):
 // systemd-nspawn names its overlay directories.
 func processesNaming(prefix string) []string {
-	pids, err := allPIDs()
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -88,7 +91,7 @@ func processesNaming(prefix string) []string {
 		if err != nil || !strings.Contains(string(data), prefix) {
 			continue
 		}
-		if st, err := readProcStat(pid); err != nil || st.state == "Z" {
+		if st, err := procfs.ReadStat(pid); err != nil || st.State == "Z" {
 			continue
 		}
 		out = append(out, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(strings.TrimRight(string(data), "\x00"), "\x00", " ")))
@@ -100,13 +103,13 @@ func processesNaming(prefix string) []string {
 // namespaces or of paths in r's state directory (including overlay mounts that
 // name it in their options).
 func mountsOf(r Resources) []string {
-	pids, err := allPIDs()
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return []string{err.Error()}
 	}
 	want := map[string]bool{}
 	for _, ns := range r.Netns {
-		want[netnsPath(ns)] = true
+		want[machine.NetnsPath(ns)] = true
 	}
 	// With a trailing slash, so that instance "kao" does not match "kao2".
 	prefix := ""

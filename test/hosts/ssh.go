@@ -21,7 +21,7 @@ func sshKeygen(ctx context.Context, keyType, path, comment string) error {
 			return fmt.Errorf("removing old key %s: %w", p, err)
 		}
 	}
-	if _, err := run(ctx, "ssh-keygen", "-q", "-t", keyType, "-N", "", "-C", comment, "-f", path); err != nil {
+	if err := run(ctx, "ssh-keygen", "-q", "-t", keyType, "-N", "", "-C", comment, "-f", path); err != nil {
 		return fmt.Errorf("generating %s key: %w", keyType, err)
 	}
 	return nil

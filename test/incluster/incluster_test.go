@@ -94,21 +94,7 @@ func TestOperatorInCluster(t *testing.T) {
 	}
 	create(t, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dc-ssh", Namespace: ns}, Data: sshData})
 	h := dc.Hosts()[0]
-	kd := &kaov1.KarmadaDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "dc1", Namespace: ns},
-		Spec: kaov1.KarmadaDeploymentSpec{
-			Mode:    kaov1.BinaryMode,
-			Version: "v1.18.1",
-			SSH: &kaov1.SSHSpec{
-				PrivateKeySecretRef: kaov1.SecretKeyReference{Name: "dc-ssh", Key: "id_ed25519"},
-				KnownHostsSecretRef: kaov1.SecretKeyReference{Name: "dc-ssh", Key: "known_hosts"},
-			},
-			APIServer: kaov1.APIServerSpec{Endpoint: h.Address + ":5443"},
-			Etcd:      kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
-			Hosts: []kaov1.Host{{Name: h.Name, Address: h.Address, Port: int32(h.Port), User: h.User,
-				Roles: []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}}},
-		},
-	}
+	kd := oneHostDeployment(ns, "dc1", "dc-ssh", h)
 	create(t, k8s, kd)
 
 	// The operator pod dies in the middle of the install.
@@ -243,21 +229,7 @@ func TestOperatorInCluster(t *testing.T) {
 	statePV(t, k8s, "kao-state-kustomize")
 	applyKustomize(t, cluster)
 	waitForManager(t, k8s, "", 5*time.Minute)
-	probe := &kaov1.KarmadaDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "dc2", Namespace: ns},
-		Spec: kaov1.KarmadaDeploymentSpec{
-			Mode:    kaov1.BinaryMode,
-			Version: "v1.18.1",
-			SSH: &kaov1.SSHSpec{
-				PrivateKeySecretRef: kaov1.SecretKeyReference{Name: "no-such-secret", Key: "id_ed25519"},
-				KnownHostsSecretRef: kaov1.SecretKeyReference{Name: "no-such-secret", Key: "known_hosts"},
-			},
-			APIServer: kaov1.APIServerSpec{Endpoint: h.Address + ":5443"},
-			Etcd:      kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
-			Hosts: []kaov1.Host{{Name: h.Name, Address: h.Address, Port: int32(h.Port), User: h.User,
-				Roles: []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}}},
-		},
-	}
+	probe := oneHostDeployment(ns, "dc2", "no-such-secret", h)
 	create(t, k8s, probe)
 	waitFor(t, 2*time.Minute, "the kustomize-installed manager to report the missing Secret", func() (bool, error) {
 		cur := &kaov1.KarmadaDeployment{}
@@ -272,6 +244,26 @@ func TestOperatorInCluster(t *testing.T) {
 		return false, nil
 	})
 	steps.done("kubectl apply -k config/default: the manager back, acting on a new object")
+}
+
+// oneHostDeployment is a Binary control plane on one test host whose SSH key
+// and known_hosts are in the Secret sshSecret.
+func oneHostDeployment(ns, name, sshSecret string, h hosts.Host) *kaov1.KarmadaDeployment {
+	return &kaov1.KarmadaDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: kaov1.KarmadaDeploymentSpec{
+			Mode:    kaov1.BinaryMode,
+			Version: "v1.18.1",
+			SSH: &kaov1.SSHSpec{
+				PrivateKeySecretRef: kaov1.SecretKeyReference{Name: sshSecret, Key: "id_ed25519"},
+				KnownHostsSecretRef: kaov1.SecretKeyReference{Name: sshSecret, Key: "known_hosts"},
+			},
+			APIServer: kaov1.APIServerSpec{Endpoint: h.Address + ":5443"},
+			Etcd:      kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{}},
+			Hosts: []kaov1.Host{{Name: h.Name, Address: h.Address, Port: int32(h.Port), User: h.User,
+				Roles: []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}}},
+		},
+	}
 }
 
 // importAgentImage builds karmada-agent's image from the binary of the tools

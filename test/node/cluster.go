@@ -20,6 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kao-io/kao/internal/machine"
+	"github.com/kao-io/kao/internal/procfs"
 )
 
 // Cluster is a running single-node cluster.
@@ -33,7 +36,7 @@ type Cluster struct {
 
 	mu   sync.Mutex
 	st   *state
-	lock *fileLock
+	lock *machine.Lock
 
 	config  *rest.Config
 	startup time.Duration
@@ -71,7 +74,7 @@ func up(ctx context.Context, opts Options, bins binaries, pause string, logf fun
 // namespace and link do not exist, its /22 overlaps no route.
 func claim(ctx context.Context, opts Options, logf func(string, ...any)) (*Cluster, error) {
 	pool := netip.MustParsePrefix(opts.SubnetPool)
-	routes, err := usedPrefixes(ctx)
+	routes, err := machine.UsedPrefixes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -80,10 +83,10 @@ func claim(ctx context.Context, opts Options, logf func(string, ...any)) (*Clust
 		if err != nil {
 			return nil, err
 		}
-		if netnsExists(netnsName(idx)) || linkExists(vethName(idx)) || overlapsAny(a.block(), routes) {
+		if machine.NetnsExists(netnsName(idx)) || machine.LinkExists(vethName(idx)) || overlapsAny(a.block(), routes) {
 			continue
 		}
-		lock, ok, err := tryLock(lockPath(opts.StateRoot, idx))
+		lock, ok, err := machine.TryLock(lockPath(opts.StateRoot, idx))
 		if err != nil {
 			return nil, err
 		}
@@ -94,17 +97,17 @@ func claim(ctx context.Context, opts Options, logf func(string, ...any)) (*Clust
 		if _, err := os.Stat(dir); err == nil {
 			// Left by a cluster whose process is gone and that reapOrphans
 			// could not remove: do not build on top of it.
-			lock.unlock()
+			lock.Unlock()
 			logf("skipping cluster index %d: %s is left over (remove it by hand)", idx, dir)
 			continue
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			lock.unlock()
+			lock.Unlock()
 			return nil, err
 		}
 		st := &state{Version: stateVersion, Index: idx}
 		if err := saveState(dir, st); err != nil {
-			lock.unlock()
+			lock.Unlock()
 			return nil, err
 		}
 		return &Cluster{opts: opts, idx: idx, l: layout(dir), a: a, logf: logf, st: st, lock: lock}, nil
@@ -129,7 +132,7 @@ func reapOrphans(ctx context.Context, root string, logf func(string, ...any)) {
 		if _, err := os.Stat(dir); err != nil {
 			continue
 		}
-		lock, ok, err := tryLock(lockPath(root, idx))
+		lock, ok, err := machine.TryLock(lockPath(root, idx))
 		if err != nil || !ok {
 			continue
 		}
@@ -137,7 +140,7 @@ func reapOrphans(ctx context.Context, root string, logf func(string, ...any)) {
 		if err := teardown(ctx, layout(dir), logf); err != nil {
 			logf("removing cluster %d: %v", idx, err)
 		}
-		lock.unlock()
+		lock.Unlock()
 	}
 }
 
@@ -152,7 +155,7 @@ func (c *Cluster) create(ctx context.Context, pause string) error {
 			c.st.CreatedDirs = append(c.st.CreatedDirs, d)
 		}
 	}
-	c.st.NetnsDirMounted = !isMountPoint(netnsDir)
+	c.st.NetnsDirMounted = !isMountPoint(machine.NetnsDir)
 	c.st.Netns, c.st.Veth, c.st.CNINetwork = netnsName(c.idx), vethName(c.idx), cniNetworkName(c.idx)
 	if err := c.save(); err != nil {
 		return err
@@ -430,7 +433,7 @@ func teardown(ctx context.Context, l layout, logf func(string, ...any)) error {
 	// Containers that outlived the kubelet: their shims still name our
 	// containerd's socket.
 	socket := l.containerdSocket()
-	if err := killUntilGone(ctx, 10*time.Second, func() []int { return descendants(shimsOf(socket)) }); err != nil {
+	if err := procfs.KillUntilGone(ctx, 10*time.Second, func() ([]int, error) { return descendants(shimsOf(socket)), nil }); err != nil {
 		errs = append(errs, fmt.Errorf("stopping containers: %w", err))
 	}
 	removeContainerLeftovers(l)
@@ -454,12 +457,12 @@ func teardown(ctx context.Context, l layout, logf func(string, ...any)) error {
 		// `ip netns add` made /run/netns a mount point of its own; undo it
 		// if no namespace is left there. A namespace added meanwhile keeps
 		// it busy, so the unmount fails and it stays.
-		entries, err := os.ReadDir(netnsDir)
+		entries, err := os.ReadDir(machine.NetnsDir)
 		if err == nil && len(entries) == 0 {
-			err = syscall.Unmount(netnsDir, 0)
+			err = syscall.Unmount(machine.NetnsDir, 0)
 		}
 		if err != nil || len(entries) > 0 {
-			logf("leaving %s mounted: %d namespaces there (%v)", netnsDir, len(entries), err)
+			logf("leaving %s mounted: %d namespaces there (%v)", machine.NetnsDir, len(entries), err)
 		}
 	}
 	if err := removeAll(string(l)); err != nil {
@@ -639,7 +642,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 	start := time.Now()
 	err := teardown(ctx, c.l, c.logf)
-	c.lock.unlock()
+	c.lock.Unlock()
 	c.lock = nil
 	if err != nil {
 		return fmt.Errorf("tearing down %s: %w", nodeName(c.idx), err)

@@ -19,9 +19,9 @@
 // runc, and the CNI bridge, host-local, portmap and loopback plugins of
 // Debian's containernetworking-plugins. Images are never pulled: the sandbox
 // image is built from ./cmd/pause, and tests build theirs the same way
-// (WriteImage writes a one-layer OCI archive around a static program, in pure
-// Go and deterministically) and import them with ImportImage (ctr images
-// import).
+// (WriteImage writes a one-layer OCI archive around a static program with
+// internal/ociimage, deterministically) and import them with ImportImage
+// (ctr images import).
 //
 // Every component has its own identity: a CA of the cluster's signs the API
 // server's and the kubelet's serving certificates and one client certificate

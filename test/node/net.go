@@ -5,25 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/kao-io/kao/internal/machine"
 )
-
-// netnsDir is where iproute2 binds named network namespaces.
-const netnsDir = "/run/netns"
-
-func netnsPath(name string) string { return filepath.Join(netnsDir, name) }
-
-func netnsExists(name string) bool {
-	_, err := os.Lstat(netnsPath(name))
-	return err == nil
-}
-
-func linkExists(name string) bool {
-	_, err := os.Lstat(filepath.Join("/sys/class/net", name))
-	return err == nil
-}
 
 // createNodeNetwork creates the node's network namespace and the veth that
 // joins it to the machine: the machine's end holds a.Host and routes the pod
@@ -32,7 +18,7 @@ func linkExists(name string) bool {
 // its network (the CNI bridge, the pods' veths, kube-proxy's and portmap's
 // iptables rules, sysctls) lives in the namespace and goes with it.
 func createNodeNetwork(ctx context.Context, netns, veth string, a addresses) error {
-	if netnsExists(netns) || linkExists(veth) {
+	if machine.NetnsExists(netns) || machine.LinkExists(veth) {
 		return fmt.Errorf("network namespace %s or link %s already exists and is not ours", netns, veth)
 	}
 	steps := [][]string{
@@ -54,7 +40,7 @@ func createNodeNetwork(ctx context.Context, netns, veth string, a addresses) err
 	}
 	// Pod to Service to a pod on the same bridge: the reply must pass
 	// iptables to be un-NATed. The setting is per network namespace.
-	if _, err := run(ctx, "nsenter", "--net="+netnsPath(netns), "--", "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1"); err != nil {
+	if _, err := run(ctx, "nsenter", "--net="+machine.NetnsPath(netns), "--", "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1"); err != nil {
 		return fmt.Errorf("creating the node's network: %w", err)
 	}
 	return nil
@@ -63,47 +49,17 @@ func createNodeNetwork(ctx context.Context, netns, veth string, a addresses) err
 // deleteNodeNetwork deletes the link (its routes go with it) and the
 // namespace, if they exist.
 func deleteNodeNetwork(ctx context.Context, netns, veth string) error {
-	if veth != "" && linkExists(veth) {
-		if _, err := run(ctx, "ip", "link", "del", veth); err != nil && linkExists(veth) {
+	if veth != "" && machine.LinkExists(veth) {
+		if _, err := run(ctx, "ip", "link", "del", veth); err != nil && machine.LinkExists(veth) {
 			return fmt.Errorf("deleting link %s: %w", veth, err)
 		}
 	}
-	if netns != "" && netnsExists(netns) {
-		if _, err := run(ctx, "ip", "netns", "del", netns); err != nil && netnsExists(netns) {
+	if netns != "" && machine.NetnsExists(netns) {
+		if _, err := run(ctx, "ip", "netns", "del", netns); err != nil && machine.NetnsExists(netns) {
 			return fmt.Errorf("deleting network namespace %s: %w", netns, err)
 		}
 	}
 	return nil
-}
-
-// usedPrefixes returns the IPv4 destinations of the machine's routes, except
-// default routes: a block that overlaps one is in use by someone.
-func usedPrefixes(ctx context.Context) ([]netip.Prefix, error) {
-	out, err := run(ctx, "ip", "-4", "-o", "route", "show", "table", "all")
-	if err != nil {
-		return nil, fmt.Errorf("listing routes: %w", err)
-	}
-	var prefixes []netip.Prefix
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		dst := f[0]
-		if len(f) > 1 && (dst == "local" || dst == "broadcast" || dst == "unicast" || dst == "unreachable" || dst == "blackhole" || dst == "prohibit") {
-			dst = f[1]
-		}
-		if dst == "default" {
-			continue
-		}
-		if !strings.Contains(dst, "/") {
-			dst += "/32"
-		}
-		if p, err := netip.ParsePrefix(dst); err == nil && p.Addr().Is4() && p.Bits() > 0 {
-			prefixes = append(prefixes, p.Masked())
-		}
-	}
-	return prefixes, nil
 }
 
 // mountsUnder returns the mount points at or below dir, deepest first.

@@ -9,10 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kao-io/kao/internal/machine"
+	"github.com/kao-io/kao/internal/procfs"
 )
 
 // processID identifies a process across pid reuse: its pid and its start
@@ -23,66 +25,26 @@ type processID struct {
 	Start uint64 `json:"start"`
 }
 
-// procStat is the part of /proc/PID/stat the harness uses.
-type procStat struct {
-	state string
-	ppid  int
-	start uint64
-}
-
-// readProcStat parses /proc/PID/stat, counting fields from the last ')'
-// because the command name may hold spaces and parentheses.
-func readProcStat(pid int) (procStat, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return procStat{}, fmt.Errorf("malformed /proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return procStat{}, err
-	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return procStat{}, err
-	}
-	return procStat{state: f[0], ppid: ppid, start: start}, nil
-}
-
 // alive reports whether the process still runs and is the one recorded.
 func (p processID) alive() bool {
 	if p.PID <= 0 {
 		return false
 	}
-	st, err := readProcStat(p.PID)
-	return err == nil && st.start == p.Start && st.state != "Z" && st.state != "X"
+	st, err := procfs.ReadStat(p.PID)
+	return err == nil && st.Start == p.Start && st.Running()
 }
 
 func identify(name string, pid int) (processID, error) {
-	st, err := readProcStat(pid)
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return processID{}, fmt.Errorf("reading process %d (%s): %w", pid, name, err)
 	}
-	return processID{Name: name, PID: pid, Start: st.start}, nil
+	return processID{Name: name, PID: pid, Start: st.Start}, nil
 }
 
-// allPIDs lists the numeric entries of /proc.
+// allPIDs lists the processes; none when /proc cannot be read.
 func allPIDs() []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
-		}
-	}
+	pids, _ := procfs.PIDs()
 	return pids
 }
 
@@ -114,8 +76,8 @@ func shimsOf(socket string) []int {
 func descendants(roots []int) []int {
 	children := map[int][]int{}
 	for _, pid := range allPIDs() {
-		if st, err := readProcStat(pid); err == nil {
-			children[st.ppid] = append(children[st.ppid], pid)
+		if st, err := procfs.ReadStat(pid); err == nil {
+			children[st.PPID] = append(children[st.PPID], pid)
 		}
 	}
 	seen := map[int]bool{}
@@ -140,35 +102,6 @@ func descendants(roots []int) []int {
 	return out
 }
 
-// killUntilGone SIGKILLs the processes list returns until it returns none
-// that live, or the timeout passes. It never signals the calling process.
-func killUntilGone(ctx context.Context, timeout time.Duration, list func() []int) error {
-	deadline := time.Now().Add(timeout)
-	self := os.Getpid()
-	for {
-		var live []int
-		for _, pid := range list() {
-			if st, err := readProcStat(pid); err == nil && pid != self && st.state != "Z" && st.state != "X" {
-				live = append(live, pid)
-			}
-		}
-		if len(live) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v survived SIGKILL for %s", live, timeout)
-		}
-		for _, pid := range live {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // stopProcess sends SIGTERM, waits up to grace, then SIGKILLs.
 func stopProcess(ctx context.Context, p processID, grace time.Duration) error {
 	if !p.alive() {
@@ -183,11 +116,11 @@ func stopProcess(ctx context.Context, p processID, grace time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return killUntilGone(ctx, 10*time.Second, func() []int {
+	return procfs.KillUntilGone(ctx, 10*time.Second, func() ([]int, error) {
 		if p.alive() {
-			return []int{p.PID}
+			return []int{p.PID}, nil
 		}
-		return nil
+		return nil, nil
 	})
 }
 
@@ -205,7 +138,7 @@ func startInNetns(netns, logPath string, argv ...string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	defer func() { _ = logFile.Close() }()
-	args := append([]string{"--net=" + netnsPath(netns), "--"}, argv...)
+	args := append([]string{"--net=" + machine.NetnsPath(netns), "--"}, argv...)
 	cmd := exec.Command("nsenter", args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile

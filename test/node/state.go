@@ -2,12 +2,10 @@ package node
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 )
 
 // stateVersion is the version of state.json's format.
@@ -84,33 +82,3 @@ func saveState(dir string, st *state) error {
 // the directory while it holds the lock.
 func clusterDir(root string, idx int) string { return filepath.Join(root, strconv.Itoa(idx)) }
 func lockPath(root string, idx int) string   { return filepath.Join(root, strconv.Itoa(idx)+".lock") }
-
-// fileLock is an exclusive flock(2), held for a cluster's whole life: a
-// cluster whose lock is free belongs to a process that is gone.
-type fileLock struct{ f *os.File }
-
-// tryLock takes the lock at path if nobody holds it; ok is false if
-// someone does.
-func tryLock(path string) (l *fileLock, ok bool, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, false, fmt.Errorf("opening lock %s: %w", path, err)
-	}
-	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	switch {
-	case err == nil:
-		return &fileLock{f: f}, true, nil
-	case errors.Is(err, syscall.EWOULDBLOCK):
-		_ = f.Close()
-		return nil, false, nil
-	default:
-		_ = f.Close()
-		return nil, false, fmt.Errorf("locking %s: %w", path, err)
-	}
-}
-
-func (l *fileLock) unlock() {
-	if l != nil && l.f != nil {
-		_ = l.f.Close()
-	}
-}
