@@ -495,9 +495,12 @@ func waitForManager(t *testing.T, k8s client.Client, notName string, timeout tim
 	return ready
 }
 
-// interruptedRunRecorded says whether an Event of the deployment tells that a
-// run was cut short by the operator's restart: cancelled by the dying pod
-// (SIGTERM, the usual case) or found interrupted by the new one (SIGKILL).
+// interruptedRunRecorded says whether the run the operator's restart cut
+// short was recorded: found interrupted by the new pod (a PlaybookInterrupted
+// Event), or cancelled by the dying pod, which writes the run's log and then
+// its status (Events are best effort: one sent as a process exits can be
+// lost). A cancelled run leaves its own run log, so the deployment then has
+// two: the cancelled one and the one that succeeded.
 func interruptedRunRecorded(t *testing.T, k8s client.Client, kd *kaov1.KarmadaDeployment) bool {
 	t.Helper()
 	events := &corev1.EventList{}
@@ -509,7 +512,16 @@ func interruptedRunRecorded(t *testing.T, k8s client.Client, kd *kaov1.KarmadaDe
 			return true
 		}
 	}
-	return false
+	cur := &kaov1.KarmadaDeployment{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kd), cur); err != nil {
+		t.Fatal(err)
+	}
+	logs := &corev1.ConfigMapList{}
+	if err := k8s.List(context.Background(), logs, client.InNamespace(kd.Namespace),
+		client.MatchingLabels{kaov1.DeploymentUIDLabel: string(cur.UID)}); err != nil {
+		t.Fatal(err)
+	}
+	return len(logs.Items) >= 2
 }
 
 func create(t *testing.T, k8s client.Client, obj client.Object) {
