@@ -825,6 +825,12 @@ type KarmadaDeploymentStatus struct {
 	// +optional
 	LastRun *RunStatus `json:"lastRun,omitempty"`
 
+	// lastSuccessfulRunTime is when the last successful run of any playbook
+	// ended: with lastRun, it tells how long a failing deployment has gone
+	// without one.
+	// +optional
+	LastSuccessfulRunTime *metav1.Time `json:"lastSuccessfulRunTime,omitempty"`
+
 	// retry records failed attempts and when kao tries again.
 	// +optional
 	Retry *RetryStatus `json:"retry,omitempty"`
@@ -1244,6 +1250,11 @@ type EtcdMemberStatus struct {
 	// leader is true for the leader.
 	// +optional
 	Leader bool `json:"leader,omitempty"`
+	// dbSizeBytes is the size of the member's database file, as the member
+	// reported it to the last health check.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	DBSizeBytes *int64 `json:"dbSizeBytes,omitempty"`
 	// message says what is wrong when unhealthy.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512

@@ -9,6 +9,7 @@ import (
 	"github.com/kao-io/kao/internal/controller/etcdrestore"
 	"github.com/kao-io/kao/internal/controller/karmadadeployment"
 	"github.com/kao-io/kao/internal/controller/pipeline"
+	"github.com/kao-io/kao/internal/metrics"
 )
 
 // Options are the operator's settings, for all three controllers.
@@ -20,6 +21,9 @@ type Policy = pipeline.Policy
 // SetupAll registers the KarmadaDeployment, EtcdBackup and EtcdRestore
 // controllers with a manager.
 func SetupAll(mgr ctrl.Manager, o Options) error {
+	if err := metrics.Setup(mgr); err != nil {
+		return fmt.Errorf("setting up kao's metrics: %w", err)
+	}
 	o.Sweep = pipeline.NewSweep(o.StateDir, mgr.GetClient())
 	if err := mgr.Add(o.Sweep); err != nil {
 		return fmt.Errorf("setting up the state directory sweep: %w", err)

@@ -36,6 +36,9 @@ type EtcdMember struct {
 	// Learner is true for a member that does not vote yet: it is catching
 	// up with the leader (or never started), and it is not counted healthy.
 	Learner bool
+	// DBSize is the size of the member's database file in bytes, when it
+	// answered.
+	DBSize int64
 	// Message says why an unhealthy member is unhealthy.
 	Message string
 }
@@ -241,6 +244,7 @@ func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config)
 	}
 	m.Healthy = true
 	m.ID = fmt.Sprintf("%x", st.Header.MemberId)
+	m.DBSize = st.DbSize
 	if len(st.Errors) > 0 {
 		m.Healthy = false
 		m.Message = strings.Join(st.Errors, "; ")

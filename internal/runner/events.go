@@ -40,6 +40,8 @@ type jsonlEvent struct {
 
 type jsonlName struct {
 	Name string `json:"name"`
+	// Path is the file and line a task comes from.
+	Path string `json:"path"`
 }
 
 // hostResult holds the fields of a task result that explain a failure.
@@ -70,7 +72,9 @@ type FailedTask struct {
 	Host string
 	Task string
 	// Play is the play the task ran in.
-	Play        string
+	Play string
+	// Role is the role the task belongs to; empty for a play's own task.
+	Role        string
 	Unreachable bool
 	Message     string
 }
@@ -161,15 +165,15 @@ func (t *tracker) handleEvent(ev *jsonlEvent) {
 			t.progress.Task = ev.Task.Name
 		}
 	case eventOK, eventFailed, eventSkipped, eventUnreachable:
-		task := ""
+		task, role := "", ""
 		if ev.Task != nil {
-			task = ev.Task.Name
+			task, role = ev.Task.Name, roleOf(ev.Task.Path, ev.Task.Name)
 			t.progress.Task = task
 		}
 		for _, host := range sortedKeys(ev.Hosts) {
 			t.progress.TasksDone++
 			t.progress.Host = host
-			t.recordResult(ts, ev.Event, host, task, ev.Hosts[host])
+			t.recordResult(ts, ev.Event, host, task, role, ev.Hosts[host])
 		}
 		p := t.progress
 		notify = &p
@@ -185,7 +189,7 @@ func (t *tracker) handleEvent(ev *jsonlEvent) {
 }
 
 // recordResult logs one host result and remembers failures. Called with mu held.
-func (t *tracker) recordResult(ts time.Time, event, host, task string, raw json.RawMessage) {
+func (t *tracker) recordResult(ts time.Time, event, host, task, role string, raw json.RawMessage) {
 	res := hostResult{}
 	_ = json.Unmarshal(raw, &res)
 	switch event {
@@ -210,7 +214,7 @@ func (t *tracker) recordResult(ts time.Time, event, host, task string, raw json.
 		}
 		t.log.Line(ts, status, host, task, msg)
 		t.failed = append(t.failed, FailedTask{Host: host, Task: t.redact.Clean(task, 256), Play: t.redact.Clean(t.progress.Play, 256),
-			Unreachable: unreachable, Message: msg})
+			Role: role, Unreachable: unreachable, Message: msg})
 	}
 }
 
@@ -345,4 +349,21 @@ func realFailures(failed []FailedTask, stats map[string]HostStats) []FailedTask 
 		out[i], out[j] = out[j], out[i]
 	}
 	return out
+}
+
+// roleOf names the role a task belongs to: the directory under roles/ its
+// file is in (path is "file:line"), else the "role : task" prefix Ansible
+// gives the names of a role's tasks; "" for a play's own task.
+func roleOf(path, name string) string {
+	parts := strings.Split(path, "/")
+	for i := len(parts) - 2; i >= 0; i-- {
+		if parts[i] == "roles" && parts[i+1] != "" {
+			return parts[i+1]
+		}
+	}
+	// A role's name has no spaces; "Area | Verb object" is a task's own name.
+	if role, _, ok := strings.Cut(name, " : "); ok && role != "" && !strings.ContainsAny(role, " |") {
+		return role
+	}
+	return ""
 }

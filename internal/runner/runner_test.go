@@ -120,6 +120,24 @@ func TestFailedTaskIsReportedWithHostAndTask(t *testing.T) {
 	if res.Hosts["h1"].Failures != 0 || res.Hosts["h2"].Failures != 1 || res.Hosts["h1"].Ignored != 1 {
 		t.Errorf("stats are wrong: %+v", res.Hosts)
 	}
+	if f.Role != "" {
+		t.Errorf("a play's own task is counted under role %q", f.Role)
+	}
+}
+
+// TestAFailedTaskNamesItsRole checks that a failure in a role names the
+// role, which the metrics of failed tasks are labelled with.
+func TestAFailedTaskNamesItsRole(t *testing.T) {
+	res, err := Run(context.Background(), newSpec(t, "role-fail.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.FailedTasks) != 1 {
+		t.Fatalf("want one failure, got %s %+v", res.Outcome, res.FailedTasks)
+	}
+	if f := res.FailedTasks[0]; f.Host != "h1" || f.Role != "breaker" || f.Task != "breaker : Breaker | Fail on h1" {
+		t.Errorf("the failure does not name its role: %+v", f)
+	}
 }
 
 func TestCustomStatsAndThePlayOfAFailureAreReported(t *testing.T) {

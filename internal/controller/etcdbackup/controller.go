@@ -27,6 +27,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/pipeline"
 	"github.com/kao-io/kao/internal/controller/status"
+	"github.com/kao-io/kao/internal/metrics"
 	"github.com/kao-io/kao/internal/probe"
 )
 
@@ -118,6 +119,9 @@ type backupScope struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	eb := &kaov1.EtcdBackup{}
 	if err := r.Client.Get(ctx, req.NamespacedName, eb); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.ForgetBackup(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !eb.DeletionTimestamp.IsZero() {
@@ -208,6 +212,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *backupScope) ctrl.R
 		setReadyFromLastAttempt(eb, end, &next)
 		return requeueAt(next, end)
 	}
+	metrics.SnapshotTaken(backupMetrics(eb), end.Sub(now))
 	r.recordSuccess(ctx, eb, kd, res, end)
 	s.acted = true
 	if sched == nil {
@@ -304,6 +309,7 @@ func (r *Reconciler) recordSuccess(ctx context.Context, eb *kaov1.EtcdBackup, kd
 	ctrl.LoggerFrom(ctx).Info("Took an etcd snapshot", "snapshot", snap.Name, "member", snap.Member,
 		"location", snap.Location, "revision", snap.Revision, "bytes", snap.Size.Value())
 	if deleted > 0 {
+		metrics.SnapshotsPruned(backupMetrics(eb), deleted)
 		r.Recorder.Eventf(eb, kd, corev1.EventTypeNormal, snapshotPrunedEvent, "Prune",
 			"Deleted %d snapshots beyond spec.retention", deleted)
 	}
@@ -324,6 +330,7 @@ func (r *Reconciler) recordSuccess(ctx context.Context, eb *kaov1.EtcdBackup, kd
 func (r *Reconciler) recordFailure(ctx context.Context, eb *kaov1.EtcdBackup, kd *kaov1.KarmadaDeployment, err error, now time.Time) {
 	msg := pipeline.TruncateString("taking a snapshot of KarmadaDeployment "+eb.Spec.DeploymentName+" failed: "+err.Error(), 1000)
 	setBackupCondition(eb, now, kaov1.BackupSucceededCondition, metav1.ConditionFalse, kaov1.SnapshotFailedReason, msg)
+	metrics.SnapshotFailed(backupMetrics(eb))
 	r.Recorder.Eventf(eb, kd, corev1.EventTypeWarning, backupFailedEvent, "Snapshot", "%s", msg)
 	ctrl.LoggerFrom(ctx).Info("Taking an etcd snapshot failed", "reason", msg)
 }
@@ -347,4 +354,9 @@ func nextAttemptText(next *time.Time) string {
 		return ""
 	}
 	return "; next snapshot at " + next.UTC().Format(time.RFC3339)
+}
+
+// backupMetrics labels a backup's metrics.
+func backupMetrics(eb *kaov1.EtcdBackup) metrics.Backup {
+	return metrics.Backup{Namespace: eb.Namespace, Name: eb.Name, Deployment: eb.Spec.DeploymentName}
 }

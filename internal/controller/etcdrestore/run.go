@@ -14,6 +14,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/pipeline"
 	"github.com/kao-io/kao/internal/controller/reason"
+	"github.com/kao-io/kao/internal/metrics"
 	"github.com/kao-io/kao/internal/runner"
 )
 
@@ -69,7 +70,8 @@ func (r *Reconciler) executeRun(ctx context.Context, er *kaov1.EtcdRestore, kd *
 	log := ctrl.Log.WithName("restore").WithValues("EtcdRestore", klog.KObj(er), "run", spec.ID)
 
 	status := r.statusWriter()
-	res := pipeline.RunWithProgress(ctx, r.Run, r.Clock, spec, start, status.ReportProgress(ctx, er, spec, start, r.Clock, log))
+	who := metrics.Run{Namespace: er.Namespace, Deployment: er.Spec.DeploymentName, Playbook: spec.Playbook}
+	res := pipeline.RunWithProgress(ctx, r.Run, r.Clock, spec, start, who, status.ReportProgress(ctx, er, spec, start, r.Clock, log))
 	log.Info("Restore run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown): record the end regardless.
@@ -100,6 +102,9 @@ func (r *Reconciler) executeRun(ctx context.Context, er *kaov1.EtcdRestore, kd *
 	})
 	if err != nil {
 		log.Error(err, "Recording the restore's result")
+	}
+	if res.Outcome != runner.Cancelled {
+		metrics.RestoreFinished(er.Namespace, er.Spec.DeploymentName, string(res.Outcome))
 	}
 	switch res.Outcome {
 	case runner.Succeeded:

@@ -27,6 +27,7 @@ import (
 	"github.com/kao-io/kao/internal/controller/pipeline"
 	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/controller/status"
+	"github.com/kao-io/kao/internal/metrics"
 	"github.com/kao-io/kao/internal/probe"
 	"github.com/kao-io/kao/internal/runner"
 )
@@ -93,6 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Client.Get(ctx, req.NamespacedName, kd); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.runs.ObjectGone(req.NamespacedName)
+			metrics.ForgetDeployment(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -373,6 +375,7 @@ func (r *Reconciler) recordNotStarted(ctx context.Context, kd *kaov1.KarmadaDepl
 		return ctrl.Result{}, nil
 	default:
 		kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
+		metrics.RetryScheduled(kd.Namespace, kd.Name)
 		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, e.Reason, e.Message)
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, e.Reason, "Run", "%s", e.Message)
 		return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}, nil
@@ -390,7 +393,8 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 	if playbook == pipeline.UpgradePlaybook {
 		run = r.withUpgradeBackup(kd, r.Run, &backupFailed)
 	}
-	res := pipeline.RunWithProgress(ctx, run, r.Clock, spec, start, status.ReportProgress(ctx, kd, spec, start, r.Clock, log))
+	who := metrics.Run{Namespace: kd.Namespace, Deployment: kd.Name, Playbook: playbook}
+	res := pipeline.RunWithProgress(ctx, run, r.Clock, spec, start, who, status.ReportProgress(ctx, kd, spec, start, r.Clock, log))
 	log.Info("Run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
@@ -433,6 +437,7 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 		switch res.Outcome {
 		case runner.Succeeded:
 			cur.Status.Retry = nil
+			cur.Status.LastSuccessfulRunTime = pipeline.TimePtr(res.EndTime)
 			if playbook == pipeline.InstallPlaybook || playbook == pipeline.UpgradePlaybook {
 				cur.Status.Version = kd.Spec.Version
 				cur.Status.UserRolesDigest = extras.userRolesDigest
@@ -459,6 +464,7 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 	case runner.Cancelled:
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookCancelled", "Run", "Run %s of %s was cancelled", spec.ID, playbook)
 	default:
+		metrics.RetryScheduled(kd.Namespace, kd.Name)
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "PlaybookFailed", "Run", "Run %s of %s failed: %s", spec.ID, playbook, res.Message)
 	}
 	r.runs.End(kd)

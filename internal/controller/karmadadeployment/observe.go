@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
@@ -347,10 +348,14 @@ func (r *Reconciler) probeInterval() time.Duration {
 func recordEtcdHealth(kd *kaov1.KarmadaDeployment, h probe.EtcdHealth) {
 	st := &kaov1.EtcdStatus{Healthy: h.Summary(), Leader: h.Leader}
 	for _, m := range h.Members {
-		st.Members = append(st.Members, kaov1.EtcdMemberStatus{
+		ms := kaov1.EtcdMemberStatus{
 			Name: m.Name, ID: m.ID, ClientURL: m.Endpoint, Healthy: m.Healthy, Leader: m.Leader,
 			Message: pipeline.TruncateString(m.Message, 512),
-		})
+		}
+		if m.ID != "" {
+			ms.DBSizeBytes = ptr.To(m.DBSize)
+		}
+		st.Members = append(st.Members, ms)
 	}
 	kd.Status.Etcd = st
 	switch {

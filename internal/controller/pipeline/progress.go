@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/metrics"
 	"github.com/kao-io/kao/internal/runner"
 )
 
@@ -42,8 +43,11 @@ const StaleCacheRequeueAfter = time.Second
 // RunWithProgress runs spec with run and hands report the latest progress at
 // most every progressInterval (a burst of task results costs one status
 // write). A run that could not start becomes a failed result, its message
-// redacted, so the caller always has a result to record.
-func RunWithProgress(ctx context.Context, run PlaybookRunner, clk clock.PassiveClock, spec runner.Spec, start time.Time, report func(runner.Progress)) *runner.Result {
+// redacted, so the caller always has a result to record. The run is counted
+// in kao's metrics under who.
+func RunWithProgress(ctx context.Context, run PlaybookRunner, clk clock.PassiveClock, spec runner.Spec, start time.Time,
+	who metrics.Run, report func(runner.Progress)) *runner.Result {
+	metrics.RunStarted(who)
 	var mu sync.Mutex
 	var latest *runner.Progress
 	spec.OnProgress = func(p runner.Progress) {
@@ -82,6 +86,11 @@ func RunWithProgress(ctx context.Context, run PlaybookRunner, clk clock.PassiveC
 			Message: "preparing the run failed: " + runner.NewRedactor(spec.Redact...).Clean(err.Error(), 300),
 		}
 	}
+	roles := make([]string, len(res.FailedTasks))
+	for i, f := range res.FailedTasks {
+		roles[i] = f.Role
+	}
+	metrics.RunFinished(who, string(res.Outcome), res.EndTime.Sub(res.StartTime), roles)
 	return res
 }
 
