@@ -173,6 +173,8 @@ func TestBinaryInstall(t *testing.T) {
 	if ref := probed.Status.KubeconfigSecretRef; ref == nil || probed.Status.Endpoint != nodes[0].Address+":5443" {
 		t.Fatalf("no exported kubeconfig or endpoint in status: %+v %q", ref, probed.Status.Endpoint)
 	}
+	// Prometheus sees the same: the run, etcd, the certificates, the components.
+	checkInstallMetrics(t, kd)
 	kubeconfigSecret := &corev1.Secret{}
 	ref := probed.Status.KubeconfigSecretRef
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, kubeconfigSecret); err != nil {
@@ -312,6 +314,7 @@ func TestBinaryInstall(t *testing.T) {
 	if err := k8s.Update(ctx, sshSecret); err != nil {
 		t.Fatal(err)
 	}
+	beforeRefusal := readFailureMetrics(t, kd)
 	refusedRun := rerun(t, kd)
 	last := refusedRun.Status.LastRun
 	if last.Result != kaov1.RunFailed {
@@ -330,6 +333,7 @@ func TestBinaryInstall(t *testing.T) {
 	if c := meta.FindStatusCondition(refusedRun.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Reason != kaov1.HostUnreachableReason {
 		t.Errorf("PlaybookSucceeded does not say a host was unreachable: %+v", c)
 	}
+	checkFailureMetrics(t, kd, beforeRefusal)
 	// known_hosts restored, the next run succeeds on every host: it is the
 	// first run of the certificate step below, which starts at once.
 	sshSecret.Data["known_hosts"] = knownHosts

@@ -361,6 +361,8 @@ func renewAndRotate(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment
 		t.Fatalf("the renewal run failed: %+v", r2)
 	}
 	t.Logf("renewal run %s took %s", r2.ID, runTime(r2))
+	// The renewal shows in the expiry series Prometheus alerts on.
+	checkCertificateMetrics(t, kd, pki.APIServerServer, shortEnd)
 	if !r2.EndTime.Time.Before(shortEnd) {
 		t.Errorf("the renewal ran from %s to %s; the certificates it renewed expired at %s", r2.StartTime, r2.EndTime, shortEnd)
 	}

@@ -70,6 +70,13 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
+	url, stopMetrics, err := testenv.ServeMetrics()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stopMetrics()
+	metricsURL = url
 	if k8s, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -73,6 +73,7 @@ func backupAndRestore(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployme
 	backedUp := waitForBackup(t, eb, 3*time.Minute)
 	snap := backedUp.Status.LastSnapshot
 	t.Logf("snapshot %s: revision %d, %s", snap.Name, snap.Revision, snap.Size.String())
+	checkBackupMetrics(t, eb)
 
 	// Everything goes; something new arrives that the restore must take away.
 	kubectl("delete", "propagationpolicies,configmaps", "-n", restoreNamespace, "-l", "kao-e2e=restore", "--wait=true")
@@ -128,6 +129,7 @@ func backupAndRestore(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployme
 	if restored.Status.Phase != kaov1.RestoreSucceeded {
 		t.Fatalf("the restore failed: %+v", restored.Status)
 	}
+	checkRestoreMetrics(t, er, string(kaov1.RestoreSucceeded))
 	last := restored.Status.LastRun
 	t.Logf("restored in %s (playbook %s)", took.Round(time.Second), last.EndTime.Sub(last.StartTime.Time).Round(time.Second))
 	if last.Result != kaov1.RunSucceeded || last.LogConfigMapName == "" || len(last.FailedTasks) != 0 {

@@ -8,6 +8,7 @@
 package incluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/metrics"
 	"github.com/kao-io/kao/internal/ociimage"
 	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
@@ -208,6 +210,11 @@ func TestOperatorInCluster(t *testing.T) {
 		t.Fatalf("no snapshot on the state volume %s", stateDir)
 	}
 	steps.done("backup written to the state volume")
+
+	// Prometheus' view, read from the manager pod's metrics port through
+	// the chart's Service, as a scrape through the API server's proxy.
+	scrapeManager(t, cluster, kd, eb)
+	steps.done("metrics read from the pod")
 
 	// Uninstall: the finalizer runs the uninstall playbook from the pod.
 	if err := k8s.Delete(ctx, kd); err != nil {
@@ -561,4 +568,40 @@ func findFiles(t *testing.T, dir, suffix string) []string {
 		return nil
 	})
 	return out
+}
+
+// scrapeManager reads the manager's /metrics through its Service until it
+// shows the install, the members, etcd and the backup that the test saw
+// in status.
+func scrapeManager(t *testing.T, c *node.Cluster, kd *kaov1.KarmadaDeployment, eb *kaov1.EtcdBackup) {
+	t.Helper()
+	dep := map[string]string{"namespace": kd.Namespace, "deployment": kd.Name}
+	with := func(l map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range l {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	var last testenv.Samples
+	waitFor(t, 2*time.Minute, "the metrics of the install, the members and the backup", func() (bool, error) {
+		out, err := c.Kubectl(context.Background(), "get", "--raw",
+			"/api/v1/namespaces/"+namespace+"/services/kao-manager-metrics:metrics/proxy/metrics").Output()
+		if err != nil {
+			return false, nil // the proxy may not reach a pod that just started
+		}
+		if last, err = testenv.ParseMetrics(bytes.NewReader(out)); err != nil {
+			return false, err
+		}
+		return last.Sum(metrics.RunsFinished, with(dep, "playbook", "install.yml", "result", "Succeeded")) >= 1 &&
+			last.Sum(metrics.EtcdHealthy, dep) == 1 &&
+			last.Sum(metrics.MembersReady, dep) == 2 &&
+			last.Sum(metrics.BackupSnapshots, map[string]string{"namespace": eb.Namespace, "backup": eb.Name, "result": "Succeeded"}) == 1 &&
+			last.Sum(metrics.BackupLastSize, map[string]string{"namespace": eb.Namespace, "backup": eb.Name}) > 0 &&
+			len(last.Match(metrics.CertExpiry, dep)) > 10, nil
+	})
+	t.Logf("the manager exports %d series of kao's own", strings.Count(last.Dump("kao_"), "\n"))
 }
