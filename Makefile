@@ -53,7 +53,7 @@ deps: ## Install the Debian packages the demo and tests need (root; skipped when
 	hack/deps.sh
 
 .PHONY: tools
-tools: ## Build the pinned tools (kube-apiserver, etcd, Karmada, controller-gen, golangci-lint, kwok, helm) into the cache.
+tools: ## Build the pinned tools (kube-apiserver, etcd, Karmada, controller-gen, golangci-lint, kwok, helm, promtool) into the cache.
 	$(TOOLS) build
 
 ##@ Development
