@@ -343,7 +343,8 @@ func build() *dashboard {
 		q(`max by (namespace, deployment, mode, version) (`+sel("kao_deployment_info")+`)`, "")))
 
 	l.row("Runs")
-	l.add(8, 8, timeseries("Runs finished by result", "Playbook runs finished per hour, by result.", "none",
+	l.add(8, 8, timeseries("Runs by result", "Playbook runs started, and finished by result, per hour.", "none",
+		q(`sum(rate(`+sel("kao_runs_started_total")+`[$__rate_interval])) * 3600`, "started"),
 		q(`sum by (result) (rate(`+sel("kao_runs_finished_total")+`[$__rate_interval])) * 3600`, "{{result}}")))
 	l.add(8, 8, timeseries("Run duration", "p50 and p95 of the runs that finished in the last day, by playbook.", "s",
 		q(`histogram_quantile(0.5, sum by (le, playbook) (rate(`+sel("kao_run_duration_seconds_bucket")+`[1d])))`, "p50 {{playbook}}"),
@@ -354,24 +355,30 @@ func build() *dashboard {
 		q(`max by (namespace, deployment) (`+sel("kao_deployment_consecutive_failures")+`)`, byCP))
 	consecutive.FieldConfig.Defaults.Thresholds = steps("green", 3.0, "red")
 	consecutive.FieldConfig.Defaults.Custom["thresholdsStyle"] = map[string]any{"mode": "line"}
-	l.add(8, 8, consecutive)
-	l.add(8, 8, timeseries("Time since the last successful run", "", "s",
+	l.add(6, 8, consecutive)
+	l.add(6, 8, table("Next retry", "When kao runs again after a failed run.",
+		[]string{"In"}, "In", fieldDefaults{Unit: "s"},
+		q(`max by (namespace, deployment) (`+sel("kao_deployment_next_retry_timestamp_seconds")+`) - time()`, "")))
+	l.add(6, 8, timeseries("Time since the last successful run", "", "s",
 		q(`time() - max by (namespace, deployment) (`+sel("kao_deployment_last_success_timestamp_seconds")+`)`, byCP)))
-	l.add(8, 8, timeseries("Runs in progress and retries", "Runs in progress, and retries scheduled in the last hour.", "none",
+	l.add(6, 8, timeseries("Runs in progress and retries", "Runs in progress, and retries scheduled in the last hour.", "none",
 		q(`max by (namespace, deployment, playbook) (`+sel("kao_deployment_run_in_progress")+`)`, "running "+byCP+" {{playbook}}"),
 		q(`sum by (namespace, deployment) (increase(`+sel("kao_run_retries_total")+`[1h]))`, "retries "+byCP)))
 
 	l.row("etcd")
-	l.add(8, 8, timeseries("Healthy members", "etcd members that answer a health check, and members probed.", "none",
+	l.add(6, 8, timeseries("Healthy members", "etcd members that answer a health check, and members probed.", "none",
 		q(`max by (namespace, deployment) (`+sel("kao_etcd_members_healthy")+`)`, "healthy "+byCP),
 		q(`max by (namespace, deployment) (`+sel("kao_etcd_members")+`)`, "members "+byCP)))
 	leader := timeseries("Leader", "1 while the etcd cluster reports a leader.", "none",
 		q(`max by (namespace, deployment) (`+sel("kao_etcd_leader_present")+`)`, byCP))
 	leader.FieldConfig.Defaults.Mappings = boolMapping("no leader", "leader")
 	leader.FieldConfig.Defaults.Custom["drawStyle"] = "bars"
-	l.add(8, 8, leader)
-	l.add(8, 8, timeseries("DB size", "Size of each member's database file.", "bytes",
+	l.add(6, 8, leader)
+	l.add(6, 8, timeseries("DB size", "Size of each member's database file.", "bytes",
 		q(`max by (namespace, deployment, member) (`+sel("kao_etcd_db_size_bytes")+`)`, byCP+" {{member}}")))
+	l.add(6, 8, table("etcd members", "Each member: healthy when it answered a health check.",
+		[]string{"Healthy"}, "Healthy", fieldDefaults{Mappings: boolMapping("Unhealthy", "Healthy")},
+		q(`max by (namespace, deployment, member) (`+sel("kao_etcd_member_healthy")+`)`, "")))
 
 	l.row("Certificates")
 	days := fieldDefaults{Unit: "d", Decimals: intp(0), Thresholds: steps("red", 7.0, "orange", 30.0, "green")}
