@@ -473,7 +473,7 @@ func main() {
 			err = cerr
 		}
 		if err == nil {
-			err = os.Chmod(tmp.Name(), 0o644)
+			err = os.Chmod(tmp.Name(), 0o644) //nolint:gosec // G302: a file of the repository, read by everyone like its neighbours
 		}
 		if err == nil {
 			err = os.Rename(tmp.Name(), *out)
