@@ -61,12 +61,15 @@ CONTROLLER_GEN_VERSION="v0.20.0"
 GOLANGCI_LINT_VERSION="v2.6.2"
 KWOK_VERSION="v0.7.0"
 HELM_VERSION="v3.22.0"
+# Prometheus tags its Go module v0.3MM.P for its release 3.MM.P: v0.316.0 is
+# Prometheus 3.16.0, the version promtool reports.
+PROMTOOL_VERSION="v0.316.0"
 
 # ALL_SETS is also the build order: the longest first, so that with
 # KAO_TOOLS_JOBS=2 the short ones fill in beside it. kubernetes-node comes
 # after kubernetes and karmada, so it starts once the kubernetes set has put
 # the packages the two share into Go's build cache.
-ALL_SETS=(kubernetes karmada karmada-addons kubernetes-node golangci-lint "karmada-$KARMADA_PREVIOUS_VERSION" etcd kwok helm controller-gen)
+ALL_SETS=(kubernetes karmada karmada-addons kubernetes-node golangci-lint promtool "karmada-$KARMADA_PREVIOUS_VERSION" etcd kwok helm controller-gen)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -173,6 +176,16 @@ set_spec() {
 		S_VERSION="$HELM_VERSION"
 		S_LDFLAGS="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 		S_BINS=(helm.sh/helm/v3/cmd/helm=helm)
+		;;
+	promtool)
+		# `promtool check rules` and `promtool test rules` of the alerting
+		# rules in config/prometheus (test/observability). Built with go
+		# install: Prometheus's go.mod pins the dependencies of its release.
+		# The version it prints is the release's (3.16.0), not the module's.
+		local v="${PROMTOOL_VERSION#v0.}"
+		S_VERSION="$PROMTOOL_VERSION"
+		S_LDFLAGS="-X github.com/prometheus/common/version.Version=$((10#${v%%.*} / 100)).$((10#${v%%.*} % 100)).${v#*.}"
+		S_BINS=(github.com/prometheus/prometheus/cmd/promtool=promtool)
 		;;
 	kwok)
 		# The Containerized end-to-end test's simulated nodes and pods.

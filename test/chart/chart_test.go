@@ -57,6 +57,13 @@ var valueSets = map[string]string{
 watch:
   mode: namespaced
   namespaces: [team-a, team-b]
+metrics:
+  prometheusRule:
+    enabled: true
+    labels: {release: prometheus}
+  dashboard:
+    enabled: true
+    namespace: monitoring
 `,
 	"pinned-offline": `
 image:
@@ -237,15 +244,60 @@ func TestChartMatchesConfig(t *testing.T) {
 	}
 }
 
+// The chart's PrometheusRule holds config/prometheus's rules, and its
+// dashboard ConfigMap config/grafana's dashboard, with the labels asked for.
+func TestChartAlertsAndDashboard(t *testing.T) {
+	bin := helmBin(t)
+	objs := docs(t, render(t, bin, valueSets["namespaced"]))
+	rule, ok := objs["PrometheusRule/kao-manager"]
+	if !ok {
+		t.Fatal("no PrometheusRule/kao-manager with metrics.prometheusRule.enabled")
+	}
+	if got, want := rule["spec"], readObj(t, "config/prometheus/prometheusrule.yaml")["spec"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("the PrometheusRule's spec differs from config/prometheus/prometheusrule.yaml's: run make manifests")
+	}
+	meta := func(obj map[string]any) map[string]any { return obj["metadata"].(map[string]any) }
+	if labels := meta(rule)["labels"].(map[string]any); labels["release"] != "prometheus" || labels["app.kubernetes.io/name"] != "kao" {
+		t.Errorf("PrometheusRule labels %v: want release: prometheus beside the chart's own", labels)
+	}
+	cm, ok := objs["ConfigMap/kao-manager-dashboard"]
+	if !ok {
+		t.Fatal("no ConfigMap/kao-manager-dashboard with metrics.dashboard.enabled")
+	}
+	if ns := meta(cm)["namespace"]; ns != "monitoring" {
+		t.Errorf("dashboard ConfigMap in namespace %v, want metrics.dashboard.namespace monitoring", ns)
+	}
+	if labels := meta(cm)["labels"].(map[string]any); labels["grafana_dashboard"] != "1" {
+		t.Errorf("dashboard ConfigMap labels %v: want the sidecar's grafana_dashboard: \"1\" by default", labels)
+	}
+	dashboard, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "grafana", "kao-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm["data"].(map[string]any)["kao-dashboard.json"]; got != strings.TrimSuffix(string(dashboard), "\n") {
+		t.Errorf("the ConfigMap's kao-dashboard.json differs from config/grafana/kao-dashboard.json: run make manifests")
+	}
+	// Off by default: the PrometheusRule CRD may be absent.
+	for kind := range docs(t, render(t, bin, "")) {
+		if strings.HasPrefix(kind, "PrometheusRule/") || kind == "ConfigMap/kao-manager-dashboard" {
+			t.Errorf("default values render %s", kind)
+		}
+	}
+}
+
 func TestBadValuesAreRefused(t *testing.T) {
 	bin := helmBin(t)
 	for values, want := range map[string]string{
-		"watch: {mode: namespaced}":                       "watch.mode namespaced needs watch.namespaces",
-		"watch: {mode: everywhere}":                       "/watch/mode",
-		"watch: {mode: namespaced, namespaces: [Team_A]}": "namespaces",
-		"image: {digest: latest}":                         "digest",
-		"runTimeout: soon":                                "runTimeout",
-		"metrics: {port: 0}":                              "port",
+		"watch: {mode: namespaced}":                                  "watch.mode namespaced needs watch.namespaces",
+		"watch: {mode: everywhere}":                                  "/watch/mode",
+		"watch: {mode: namespaced, namespaces: [Team_A]}":            "namespaces",
+		"image: {digest: latest}":                                    "digest",
+		"runTimeout: soon":                                           "runTimeout",
+		"metrics: {port: 0}":                                         "port",
+		"metrics: {enabled: false, prometheusRule: {enabled: true}}": "metrics.prometheusRule.enabled needs metrics.enabled",
+		"metrics: {enabled: false, dashboard: {enabled: true}}":      "metrics.dashboard.enabled needs metrics.enabled",
+		"metrics: {dashboard: {namespace: Monitoring}}":              "namespace",
+		"metrics: {prometheusRule: {labels: {release: 1}}}":          "labels",
 	} {
 		args := append([]string{"template", "kao", chartDir()}, valuesFile(t, values)...)
 		_, stderr, err := helm(t, bin, args...)
