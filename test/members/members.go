@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -361,26 +362,44 @@ func poll(ctx context.Context, procs []*process, ready func() (bool, error)) err
 	}
 }
 
-// FreePort returns a TCP port that is free on address right now, below the
-// kernel's ephemeral range (32768 and up by default): a port the kernel
-// handed out with Listen(":0") is also what it picks as the source port of
-// outgoing connections, and with twenty API servers and their clients
-// starting at once, one of them took such a port before its server bound it.
+// FreePort returns a TCP port that is free on address right now and that
+// no other caller in this process was given: two members starting at once
+// on one address can never be handed the same port between choosing it and
+// binding it (BenchmarkMemberJoin once failed with "address already in use"
+// that way). Ports come from below the kernel's ephemeral range (32768 and
+// up by default): a port the kernel handed out with Listen(":0") is also
+// what it picks as the source port of outgoing connections, which the
+// clients of twenty API servers starting at once open by the hundred.
 func FreePort(t testing.TB, address string) int {
 	t.Helper()
 	const low, high = 20000, 32000
-	for range 200 {
+	handed.mu.Lock()
+	defer handed.mu.Unlock()
+	for range 1000 {
 		port := low + rand.IntN(high-low)
-		l, err := net.Listen("tcp", net.JoinHostPort(address, strconv.Itoa(port)))
+		key := net.JoinHostPort(address, strconv.Itoa(port))
+		if handed.ports[key] {
+			continue
+		}
+		l, err := net.Listen("tcp", key)
 		if err != nil {
 			continue
 		}
 		_ = l.Close()
+		handed.ports[key] = true
 		return port
 	}
 	t.Fatalf("member clusters: no free port in %d-%d on %s", low, high, address)
 	return 0
 }
+
+// handed are the ports FreePort gave out in this process, by address and
+// port. They are never handed out again: 12000 ports per address outlast
+// any test binary's members.
+var handed = struct {
+	mu    sync.Mutex
+	ports map[string]bool
+}{ports: map[string]bool{}}
 
 // start runs bin in its own process group with its output in logPath; the
 // caller stops it (Start's cleanup).

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,5 +105,32 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waiting for %s: %v", what, ctx.Err())
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+}
+
+// TestFreePortNeverHandsOutAPortTwice asks for ports from many goroutines
+// at once, as members starting together do: every port is distinct and was
+// free when handed out.
+func TestFreePortNeverHandsOutAPortTwice(t *testing.T) {
+	const callers, each = 16, 50
+	got := make(chan int, callers*each)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				got <- FreePort(t, "127.0.0.1")
+			}
+		}()
+	}
+	wg.Wait()
+	close(got)
+	seen := map[int]bool{}
+	for p := range got {
+		if seen[p] {
+			t.Fatalf("port %d was handed out twice", p)
+		}
+		seen[p] = true
 	}
 }
