@@ -170,6 +170,11 @@ type apiService struct {
 	} `json:"status"`
 }
 
+// maxResponseBytes bounds what kao reads of one answer. A Cluster carries
+// its member's API list and resource summary, some tens of kilobytes: a
+// list of a few hundred members is megabytes.
+const maxResponseBytes = 64 << 20
+
 // get reads one object as JSON.
 func (a API) get(ctx context.Context, path string, into any) error {
 	ctx, cancel := context.WithTimeout(ctx, readyzTimeout)
@@ -185,7 +190,7 @@ func (a API) get(ctx context.Context, path string, into any) error {
 		return fmt.Errorf("%s", shorten(err.Error()))
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
 		return fmt.Errorf("reading %s: %s", path, shorten(err.Error()))
 	}
@@ -209,45 +214,61 @@ type ClusterState struct {
 	Message string
 }
 
-// clusterList is the part of a cluster.karmada.io/v1alpha1 ClusterList a probe reads.
-type clusterList struct {
-	Items []struct {
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-		Spec struct {
-			SyncMode string `json:"syncMode"`
-			ID       string `json:"id"`
-		} `json:"spec"`
-		Status struct {
-			Conditions []struct {
-				Type, Status, Reason, Message string
-			} `json:"conditions"`
-		} `json:"status"`
-	} `json:"items"`
+// clusterObject is the part of a cluster.karmada.io/v1alpha1 Cluster a
+// probe reads.
+type clusterObject struct {
+	Metadata struct {
+		Name            string `json:"name"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Spec struct {
+		SyncMode string `json:"syncMode"`
+		ID       string `json:"id"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []struct {
+			Type, Status, Reason, Message string
+		} `json:"conditions"`
+	} `json:"status"`
 }
+
+// state is what kao reads of a Cluster.
+func (o *clusterObject) state() ClusterState {
+	c := ClusterState{Name: o.Metadata.Name, SyncMode: o.Spec.SyncMode, ID: o.Spec.ID,
+		Message: "Karmada reports no Ready condition yet"}
+	for _, cond := range o.Status.Conditions {
+		if cond.Type != "Ready" {
+			continue
+		}
+		c.Ready = cond.Status == "True"
+		c.Message = ""
+		if !c.Ready {
+			c.Message = shorten(strings.TrimSpace(cond.Reason + ": " + cond.Message))
+		}
+	}
+	return c
+}
+
+// clusterList is the part of a ClusterList a probe reads.
+type clusterList struct {
+	Metadata struct {
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Items []clusterObject `json:"items"`
+}
+
+// clustersPath is the Cluster API's collection.
+const clustersPath = "/apis/cluster.karmada.io/v1alpha1/clusters"
 
 // Clusters lists Karmada's member clusters through the Cluster API.
 func (Karmada) Clusters(ctx context.Context, api API) ([]ClusterState, error) {
 	l := clusterList{}
-	if err := api.get(ctx, "/apis/cluster.karmada.io/v1alpha1/clusters", &l); err != nil {
+	if err := api.get(ctx, clustersPath, &l); err != nil {
 		return nil, err
 	}
 	out := make([]ClusterState, 0, len(l.Items))
-	for _, it := range l.Items {
-		c := ClusterState{Name: it.Metadata.Name, SyncMode: it.Spec.SyncMode, ID: it.Spec.ID,
-			Message: "Karmada reports no Ready condition yet"}
-		for _, cond := range it.Status.Conditions {
-			if cond.Type != "Ready" {
-				continue
-			}
-			c.Ready = cond.Status == "True"
-			c.Message = ""
-			if !c.Ready {
-				c.Message = shorten(strings.TrimSpace(cond.Reason + ": " + cond.Message))
-			}
-		}
-		out = append(out, c)
+	for i := range l.Items {
+		out = append(out, l.Items[i].state())
 	}
 	return out, nil
 }

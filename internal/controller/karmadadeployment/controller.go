@@ -67,6 +67,8 @@ type Reconciler struct {
 	pipeline.Options
 
 	runs *pipeline.Tracker
+	// clusterWatches follow the deployments' Karmada Clusters.
+	clusterWatches *clusterWatches
 }
 
 // +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments,verbs=get;list;watch;update;patch
@@ -79,6 +81,10 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	var err error
 	if r.runs, err = pipeline.StartRuns(mgr, &r.Run, &r.Clock, &r.RunTimeout, r.Sweep); err != nil {
+		return err
+	}
+	r.clusterWatches = newClusterWatches(r.recordClusters)
+	if err := mgr.Add(r.clusterWatches); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -94,6 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Client.Get(ctx, req.NamespacedName, kd); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.runs.ObjectGone(req.NamespacedName)
+			r.clusterWatches.stop(req.NamespacedName)
 			metrics.ForgetDeployment(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -25,6 +25,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	setCondition(kd, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.DeletingReason, "the control plane is being removed")
+	r.clusterWatches.stop(client.ObjectKeyFromObject(kd))
 	if run := r.runs.Get(kd); run != nil {
 		if run.Playbook != pipeline.UninstallPlaybook {
 			ctrl.LoggerFrom(ctx).Info("Cancelling the run in progress: the deployment is being deleted", "run", run.ID)

@@ -204,7 +204,9 @@ func (r *Reconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaD
 }
 
 // observeMemberClusters reads Karmada's Cluster objects through a ready
-// karmada-apiserver (api.URL empty: none is) into status.members.
+// karmada-apiserver (api.URL empty: none is) into status.members: from the
+// deployment's Cluster watch, which it starts, once that has listed them,
+// else with a list of its own.
 func (r *Reconciler) observeMemberClusters(ctx context.Context, kd *kaov1.KarmadaDeployment, api probe.API) {
 	now := metav1.NewTime(r.Clock.Now())
 	if len(kd.Spec.Members) == 0 && len(kd.Status.Members) == 0 {
@@ -214,6 +216,12 @@ func (r *Reconciler) observeMemberClusters(ctx context.Context, kd *kaov1.Karmad
 	if api.URL == "" {
 		observeMembers(kd, nil, errors.New("no karmada-apiserver is ready"), now)
 		return
+	}
+	if r.clusterWatches != nil {
+		if clusters, ok := r.clusterWatches.clusters(kd, api); ok {
+			observeMembers(kd, clusters, nil, now)
+			return
+		}
 	}
 	clusters, err := r.karmadaProber().Clusters(ctx, api)
 	observeMembers(kd, clusters, err, now)

@@ -22,6 +22,12 @@ func conditionIsFalse(conds []metav1.Condition, t string) bool {
 	return c != nil && c.Status == metav1.ConditionFalse
 }
 
+// conditionIsUnknown is true for a condition that is Unknown or missing.
+func conditionIsUnknown(conds []metav1.Condition, t string) bool {
+	c := meta.FindStatusCondition(conds, t)
+	return c == nil || c.Status == metav1.ConditionUnknown
+}
+
 // setCondition records a condition at the object's current generation.
 func setCondition(kd *kaov1.KarmadaDeployment, t string, status metav1.ConditionStatus, reason, message string) {
 	meta.SetStatusCondition(&kd.Status.Conditions, metav1.Condition{
