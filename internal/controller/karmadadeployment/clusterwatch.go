@@ -155,9 +155,10 @@ func (w *clusterWatches) stop(key types.NamespacedName) {
 }
 
 // recordClusters writes what a Cluster watch saw into the deployment's
-// status: its members, MembersReady and, when the last probe could judge
-// the control plane, Ready and the phase. A deployment kao has not
-// observed yet, or one being deleted, is left alone.
+// status: its members, MembersReady and, outside runs and when the last
+// probe could judge the control plane, Ready and the phase. A deployment
+// kao has not observed yet, a paused one and one being deleted are left
+// alone.
 func (r *Reconciler) recordClusters(ctx context.Context, kd *kaov1.KarmadaDeployment, clusters []probe.ClusterState) {
 	now := metav1.NewTime(r.Clock.Now())
 	err := r.statusWriter().Update(ctx, kd, func(cur *kaov1.KarmadaDeployment) {
@@ -165,10 +166,13 @@ func (r *Reconciler) recordClusters(ctx context.Context, kd *kaov1.KarmadaDeploy
 			return
 		}
 		observeMembers(cur, clusters, nil, now)
-		if !conditionIsUnknown(cur.Status.Conditions, kaov1.ReadyCondition) {
+		// During a run PlaybookSucceeded is Unknown: Ready is summed up
+		// again after it, by the probe, as always.
+		running := r.runs.Get(cur) != nil || cur.Status.Progress != nil
+		if !running && !conditionIsUnknown(cur.Status.Conditions, kaov1.ReadyCondition) {
 			setReadyCondition(cur)
+			cur.Status.Phase = phaseFor(cur, false)
 		}
-		cur.Status.Phase = phaseFor(cur, r.runs.Get(cur) != nil || cur.Status.Progress != nil)
 	})
 	if err != nil && ctx.Err() == nil {
 		ctrl.Log.WithName("clusters").Error(err, "Recording the member clusters", "KarmadaDeployment", client.ObjectKeyFromObject(kd))
