@@ -7,10 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/controllertest"
+	"github.com/kao-io/kao/internal/controller/pipeline"
 	"github.com/kao-io/kao/internal/probe"
 )
 
@@ -135,5 +139,60 @@ func TestClusterWatches(t *testing.T) {
 	<-done
 	if third.ctx.Err() == nil {
 		t.Error("the manager stopped and a watch still runs")
+	}
+}
+
+// TestRecordClusters writes what a watch saw into a real object's status:
+// members, readyMembers, MembersReady and, outside runs, Ready; during a
+// run Ready stays as it was.
+func TestRecordClusters(t *testing.T) {
+	controllertest.RequireEnv(t)
+	ctx := context.Background()
+	ns := controllertest.NewNamespace(t)
+	kd := newDeployment(t, ns, "watched", true, "m1", "m2")
+	kd.Spec.Paused = false
+	if err := controllertest.K8s.Update(ctx, kd); err != nil {
+		t.Fatal(err)
+	}
+	// As after a successful install whose probe found the control plane healthy.
+	kd.Status.ObservedGeneration = kd.Generation
+	kd.Status.LastRun = &kaov1.RunStatus{ID: "r0", Playbook: "install.yml", Generation: kd.Generation, Result: kaov1.RunSucceeded,
+		StartTime: metav1.Now(), EndTime: metav1.Now()}
+	for _, c := range []string{kaov1.ControlPlaneReadyCondition, kaov1.PlaybookSucceededCondition, kaov1.EtcdHealthyCondition} {
+		setCondition(kd, c, metav1.ConditionTrue, "Test", "healthy")
+	}
+	setCondition(kd, kaov1.MembersReadyCondition, metav1.ConditionFalse, "Test", "not yet")
+	setCondition(kd, kaov1.ReadyCondition, metav1.ConditionFalse, "Test", "members not yet")
+	kd.Status.Progress = &kaov1.RunProgress{RunID: "r1", Playbook: "members.yml", StartTime: metav1.Now()}
+	if err := controllertest.K8s.Status().Update(ctx, kd); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: controllertest.K8s, APIReader: controllertest.K8s, Clock: clocktesting.NewFakePassiveClock(time.Now())}
+	r.runs = pipeline.NewTracker()
+
+	both := []probe.ClusterState{{Name: "m1", Ready: true}, {Name: "m2", Ready: true}}
+	r.recordClusters(ctx, kd, both)
+	cur := controllertest.Get(t, kd)
+	if cur.Status.ReadyMembers != "2/2" || !meta.IsStatusConditionTrue(cur.Status.Conditions, kaov1.MembersReadyCondition) {
+		t.Errorf("during the run: readyMembers %q, conditions %+v", cur.Status.ReadyMembers, cur.Status.Conditions)
+	}
+	if meta.IsStatusConditionTrue(cur.Status.Conditions, kaov1.ReadyCondition) {
+		t.Error("Ready was summed up during a run")
+	}
+
+	cur.Status.Progress = nil
+	if err := controllertest.K8s.Status().Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	r.recordClusters(ctx, kd, both)
+	cur = controllertest.Get(t, kd)
+	if !meta.IsStatusConditionTrue(cur.Status.Conditions, kaov1.ReadyCondition) || cur.Status.Phase != kaov1.RunningPhase {
+		t.Errorf("after the run, every member Ready: Ready %+v, phase %s", meta.FindStatusCondition(cur.Status.Conditions, kaov1.ReadyCondition), cur.Status.Phase)
+	}
+
+	r.recordClusters(ctx, kd, both[:1])
+	cur = controllertest.Get(t, kd)
+	if cur.Status.ReadyMembers != "1/2" || meta.IsStatusConditionTrue(cur.Status.Conditions, kaov1.ReadyCondition) {
+		t.Errorf("m2 left Karmada: readyMembers %q, Ready %+v", cur.Status.ReadyMembers, meta.FindStatusCondition(cur.Status.Conditions, kaov1.ReadyCondition))
 	}
 }

@@ -65,7 +65,9 @@ type Tracker struct {
 	Finished chan event.GenericEvent
 }
 
-func newRunTracker() *Tracker {
+// NewTracker makes a tracker. StartRuns makes the one a reconciler uses and
+// registers it with the manager; one that is not started accepts no runs.
+func NewTracker() *Tracker {
 	return &Tracker{
 		runs:     map[types.UID]*ActiveRun{},
 		ended:    map[types.UID]endedRun{},
@@ -206,7 +208,7 @@ func StartRuns(mgr ctrl.Manager, run *PlaybookRunner, clk *clock.PassiveClock, t
 	if *timeout == 0 {
 		*timeout = DefaultRunTimeout
 	}
-	t := newRunTracker()
+	t := NewTracker()
 	t.sweep = sweep
 	return t, mgr.Add(t)
 }
