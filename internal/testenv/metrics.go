@@ -140,3 +140,16 @@ func (s Samples) Dump(prefix string) string {
 	}
 	return b.String()
 }
+
+// Labels is base with the label pairs kv (name, value, ...) added or
+// replaced, for Match and Sum.
+func Labels(base map[string]string, kv ...string) map[string]string {
+	out := make(map[string]string, len(base)+len(kv)/2)
+	for k, v := range base {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/pipeline"
 	"github.com/kao-io/kao/internal/metrics"
 	"github.com/kao-io/kao/internal/testenv"
 )
@@ -41,13 +42,9 @@ func waitForMetrics(t testing.TB, what string, check func(testenv.Samples) error
 	}
 }
 
-// of labels a deployment's series.
+// of labels a deployment's series, with more label pairs.
 func of(kd *kaov1.KarmadaDeployment, more ...string) map[string]string {
-	l := map[string]string{"namespace": kd.Namespace, "deployment": kd.Name}
-	for i := 0; i+1 < len(more); i += 2 {
-		l[more[i]] = more[i+1]
-	}
-	return l
+	return testenv.Labels(map[string]string{"namespace": kd.Namespace, "deployment": kd.Name}, more...)
 }
 
 // atLeast fails unless the series of name matching labels add up to min or more.
@@ -155,15 +152,8 @@ func checkBackupMetrics(t *testing.T, eb *kaov1.EtcdBackup) {
 		if snap == nil {
 			return fmt.Errorf("no snapshot in status")
 		}
-		with := func(k, v string) map[string]string {
-			l := map[string]string{k: v}
-			for k, v := range labels {
-				l[k] = v
-			}
-			return l
-		}
 		return firstError(
-			atLeast(s, metrics.BackupSnapshots, with("result", "Succeeded"), 1),
+			atLeast(s, metrics.BackupSnapshots, testenv.Labels(labels, "result", "Succeeded"), 1),
 			atLeast(s, metrics.BackupDuration+"_count", labels, 1),
 			equal(s, metrics.BackupLastSuccess, labels, float64(snap.Time.Unix())),
 			equal(s, metrics.BackupLastSize, labels, float64(snap.Size.Value())),
@@ -173,16 +163,16 @@ func checkBackupMetrics(t *testing.T, eb *kaov1.EtcdBackup) {
 	})
 }
 
-// checkRestoreMetrics checks a restore's counted end and its phase.
+// checkRestoreMetrics checks a restore's counted end, its run and its phase.
 func checkRestoreMetrics(t *testing.T, er *kaov1.EtcdRestore, result string) {
 	t.Helper()
 	waitForMetrics(t, "after a restore", func(s testenv.Samples) error {
-		l := map[string]string{"namespace": er.Namespace, "deployment": er.Spec.DeploymentName}
+		dep := map[string]string{"namespace": er.Namespace, "deployment": er.Spec.DeploymentName}
+		with := func(kv ...string) map[string]string { return testenv.Labels(dep, kv...) }
 		return firstError(
-			atLeast(s, metrics.RestoresFinished, map[string]string{"namespace": er.Namespace, "deployment": er.Spec.DeploymentName, "result": result}, 1),
-			atLeast(s, metrics.RunsFinished, map[string]string{"namespace": er.Namespace, "deployment": er.Spec.DeploymentName,
-				"playbook": "restore.yml", "result": result}, 1),
-			equal(s, metrics.RestorePhase, map[string]string{"namespace": l["namespace"], "restore": er.Name, "phase": result}, 1),
+			atLeast(s, metrics.RestoresFinished, with("result", result), 1),
+			atLeast(s, metrics.RunsFinished, with("playbook", pipeline.EtcdRestorePlaybook, "result", result), 1),
+			equal(s, metrics.RestorePhase, with("restore", er.Name, "phase", result), 1),
 		)
 	})
 }

@@ -576,16 +576,6 @@ func findFiles(t *testing.T, dir, suffix string) []string {
 func scrapeManager(t *testing.T, c *node.Cluster, kd *kaov1.KarmadaDeployment, eb *kaov1.EtcdBackup) {
 	t.Helper()
 	dep := map[string]string{"namespace": kd.Namespace, "deployment": kd.Name}
-	with := func(l map[string]string, kv ...string) map[string]string {
-		out := map[string]string{}
-		for k, v := range l {
-			out[k] = v
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			out[kv[i]] = kv[i+1]
-		}
-		return out
-	}
 	var last testenv.Samples
 	waitFor(t, 2*time.Minute, "the metrics of the install, the members and the backup", func() (bool, error) {
 		out, err := c.Kubectl(context.Background(), "get", "--raw",
@@ -596,7 +586,7 @@ func scrapeManager(t *testing.T, c *node.Cluster, kd *kaov1.KarmadaDeployment, e
 		if last, err = testenv.ParseMetrics(bytes.NewReader(out)); err != nil {
 			return false, err
 		}
-		return last.Sum(metrics.RunsFinished, with(dep, "playbook", "install.yml", "result", "Succeeded")) >= 1 &&
+		return last.Sum(metrics.RunsFinished, testenv.Labels(dep, "playbook", "install.yml", "result", "Succeeded")) >= 1 &&
 			last.Sum(metrics.EtcdHealthy, dep) == 1 &&
 			last.Sum(metrics.MembersReady, dep) == 2 &&
 			last.Sum(metrics.BackupSnapshots, map[string]string{"namespace": eb.Namespace, "backup": eb.Name, "result": "Succeeded"}) == 1 &&
