@@ -1250,6 +1250,11 @@ type EtcdMemberStatus struct {
 	// leader is true for the leader.
 	// +optional
 	Leader bool `json:"leader,omitempty"`
+	// learner is true for a member that does not vote yet: it catches up
+	// with the leader after it was added, and counts neither as healthy nor
+	// towards quorum.
+	// +optional
+	Learner bool `json:"learner,omitempty"`
 	// dbSizeBytes is the size of the member's database file, as the member
 	// reported it to the last health check.
 	// +optional

@@ -322,8 +322,8 @@ func build() *dashboard {
 		q(`count(max by (namespace, deployment) (`+sel("kao_deployment_info")+`))`, "")))
 	l.add(4, 8, stat("Not Ready", "Control planes whose Ready condition is not True.", "none", steps("green", 1.0, "red"),
 		q(`count(max by (namespace, deployment) (`+sel("kao_deployment_condition", `condition="Ready"`, `status="True"`)+`) == 0) or vector(0)`, "")))
-	l.add(16, 8, table("Conditions", "1 where the condition is True. Ready: the control plane answers its probes; "+
-		"the others say which part is not.",
+	l.add(16, 8, table("Conditions", "1 where the condition is True. Ready: the control plane and etcd pass their probes, "+
+		"the last run succeeded and every member is Ready; the others say which part is not.",
 		[]string{"Ready", "Control plane", "etcd", "Members", "Certificates", "Last run"}, "Ready",
 		fieldDefaults{Mappings: boolMapping("no", "yes")},
 		q(`max by (namespace, deployment) (`+sel("kao_deployment_condition", `condition="Ready"`, `status="True"`)+`)`, ""),
@@ -366,8 +366,10 @@ func build() *dashboard {
 		q(`sum by (namespace, deployment) (increase(`+sel("kao_run_retries_total")+`[1h]))`, "retries "+byCP)))
 
 	l.row("etcd")
-	l.add(6, 8, timeseries("Healthy members", "etcd members that answer a health check, and members probed.", "none",
+	l.add(6, 8, timeseries("Healthy members", "Voting etcd members that answer a health check, the voting members "+
+		"(quorum is a majority of them), and every member probed, learners included.", "none",
 		q(`max by (namespace, deployment) (`+sel("kao_etcd_members_healthy")+`)`, "healthy "+byCP),
+		q(`max by (namespace, deployment) (`+sel("kao_etcd_voting_members")+`)`, "voting "+byCP),
 		q(`max by (namespace, deployment) (`+sel("kao_etcd_members")+`)`, "members "+byCP)))
 	leader := timeseries("Leader", "1 while the etcd cluster reports a leader.", "none",
 		q(`max by (namespace, deployment) (`+sel("kao_etcd_leader_present")+`)`, byCP))
@@ -421,7 +423,7 @@ func build() *dashboard {
 		[]string{"Info"}, "", fieldDefaults{},
 		q(`max by (namespace, deployment, restore, phase) (`+sel("kao_etcdrestore_phase")+`)`, "")))
 	l.add(12, 8, timeseries("Restores finished by result", "Restores that ended in the last day, by result.", "none",
-		q(`sum by (namespace, deployment, result) (increase(`+sel("kao_etcdrestores_finished_total")+`[1d]))`, byCP+" {{result}}")))
+		q(`sum by (namespace, deployment, result) (increase(`+sel("kao_etcdrestore_finished_total")+`[1d]))`, byCP+" {{result}}")))
 
 	namespaces := `label_values(kao_deployment_info, namespace)`
 	deployments := `label_values(kao_deployment_info{namespace=~"$namespace"}, deployment)`

@@ -15,6 +15,7 @@ type Metric struct {
 	// Name is the metric's name; a histogram's series add _bucket, _sum
 	// and _count.
 	Name string
+	// Type is counter, gauge or histogram.
 	Type Type
 	// Help is the HELP text.
 	Help string
@@ -51,6 +52,7 @@ var (
 	backupLabels     = []string{labelNamespace, labelBackup, labelDeployment}
 )
 
+// with is base followed by more, in a new slice.
 func with(base []string, more ...string) []string {
 	return append(append([]string{}, base...), more...)
 }
@@ -65,7 +67,7 @@ const (
 	BackupSnapshots   = "kao_etcdbackup_snapshots_total"
 	BackupDuration    = "kao_etcdbackup_duration_seconds"
 	BackupPruned      = "kao_etcdbackup_snapshots_pruned_total"
-	RestoresFinished  = "kao_etcdrestores_finished_total"
+	RestoresFinished  = "kao_etcdrestore_finished_total"
 	DeploymentInfo    = "kao_deployment_info"
 	DeploymentCond    = "kao_deployment_condition"
 	DeploymentFails   = "kao_deployment_consecutive_failures"
@@ -75,6 +77,7 @@ const (
 	ComponentReady    = "kao_component_ready"
 	ComponentInfo     = "kao_component_info"
 	EtcdMembers       = "kao_etcd_members"
+	EtcdVoters        = "kao_etcd_voting_members"
 	EtcdHealthy       = "kao_etcd_members_healthy"
 	EtcdLeader        = "kao_etcd_leader_present"
 	EtcdMemberHealthy = "kao_etcd_member_healthy"
@@ -106,7 +109,7 @@ var Catalog = []Metric{
 	{Name: RunFailedTasks, Type: Counter, Labels: with(deploymentLabels, labelRole),
 		Help: "Tasks that failed or found their host unreachable, by the role they belong to (\"playbook\" for a play's own tasks)."},
 	{Name: RunRetries, Type: Counter, Labels: deploymentLabels,
-		Help: "Retries scheduled after a failed run."},
+		Help: "Retries scheduled after a failed run, or after a run that could not start (a missing Secret, a refused host)."},
 
 	// Deployment state.
 	{Name: DeploymentInfo, Type: Gauge, State: true, Labels: with(deploymentLabels, labelMode, labelVersion),
@@ -128,7 +131,9 @@ var Catalog = []Metric{
 
 	// etcd.
 	{Name: EtcdMembers, Type: Gauge, State: true, Labels: deploymentLabels,
-		Help: "etcd members kao probed."},
+		Help: "etcd members kao probed, learners included."},
+	{Name: EtcdVoters, Type: Gauge, State: true, Labels: deploymentLabels,
+		Help: "etcd members that vote (not learners): quorum is a majority of them."},
 	{Name: EtcdHealthy, Type: Gauge, State: true, Labels: deploymentLabels,
 		Help: "etcd members that answered a health check."},
 	{Name: EtcdLeader, Type: Gauge, State: true, Labels: deploymentLabels,

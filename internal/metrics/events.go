@@ -38,11 +38,13 @@ type deletable interface {
 	DeletePartialMatch(prometheus.Labels) int
 }
 
+// counter makes the counter vector the catalog describes under name.
 func counter(name string) *prometheus.CounterVec {
 	m := lookup(name)
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: m.Name, Help: m.Help}, m.Labels)
 }
 
+// histogram makes the histogram vector the catalog describes under name.
 func histogram(name string, buckets []float64) *prometheus.HistogramVec {
 	m := lookup(name)
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: m.Name, Help: m.Help, Buckets: buckets}, m.Labels)
@@ -123,7 +125,7 @@ func (b Backup) labels() []string { return []string{b.Namespace, b.Name, b.Deplo
 func SnapshotTaken(b Backup, duration time.Duration) {
 	register()
 	events.snapshots.WithLabelValues(append(b.labels(), "Succeeded")...).Inc()
-	events.snapshotTime.WithLabelValues(b.labels()...).Observe(duration.Seconds())
+	events.snapshotTime.WithLabelValues(b.labels()...).Observe(max(0, duration).Seconds())
 }
 
 // SnapshotFailed counts a snapshot attempt that failed.

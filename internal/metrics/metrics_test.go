@@ -46,11 +46,15 @@ func TestStateFromStatus(t *testing.T) {
 			Etcd: &kaov1.EtcdStatus{Leader: "node1", Members: []kaov1.EtcdMemberStatus{
 				{Name: "node1", Healthy: true, Leader: true, DBSizeBytes: ptr.To(int64(2 << 20))},
 				{Name: "node2"},
+				// Added by a scale-up, catching up: no vote yet.
+				{Name: "node3", Learner: true},
 			}},
 			Certificates: []kaov1.CertificateStatus{{Name: "karmada-apiserver", NotAfter: mt(t0.Add(24 * time.Hour))}},
 			Members: []kaov1.MemberStatus{
 				{Name: "m1", SyncMode: kaov1.PushSyncMode, Joined: true, Ready: true},
 				{Name: "m2", SyncMode: kaov1.PullSyncMode, Joined: true, AgentCertificateNotAfter: ptr.To(mt(t0.Add(48 * time.Hour)))},
+				// Removed from the spec, still in Karmada while kao unjoins it.
+				{Name: "m3", SyncMode: kaov1.PushSyncMode, Joined: true},
 			},
 		},
 	}
@@ -114,12 +118,16 @@ kao_etcd_leader_present{deployment="karmada",namespace="dc1"} 1
 # TYPE kao_etcd_member_healthy gauge
 kao_etcd_member_healthy{deployment="karmada",member="node1",namespace="dc1"} 1
 kao_etcd_member_healthy{deployment="karmada",member="node2",namespace="dc1"} 0
-# HELP kao_etcd_members etcd members kao probed.
+kao_etcd_member_healthy{deployment="karmada",member="node3",namespace="dc1"} 0
+# HELP kao_etcd_members etcd members kao probed, learners included.
 # TYPE kao_etcd_members gauge
-kao_etcd_members{deployment="karmada",namespace="dc1"} 2
+kao_etcd_members{deployment="karmada",namespace="dc1"} 3
 # HELP kao_etcd_members_healthy etcd members that answered a health check.
 # TYPE kao_etcd_members_healthy gauge
 kao_etcd_members_healthy{deployment="karmada",namespace="dc1"} 1
+# HELP kao_etcd_voting_members etcd members that vote (not learners): quorum is a majority of them.
+# TYPE kao_etcd_voting_members gauge
+kao_etcd_voting_members{deployment="karmada",namespace="dc1"} 2
 # HELP kao_etcdbackup_created_timestamp_seconds When the EtcdBackup was created, in seconds since the epoch: the reference for a backup that never succeeded.
 # TYPE kao_etcdbackup_created_timestamp_seconds gauge
 kao_etcdbackup_created_timestamp_seconds{backup="nightly",deployment="karmada",namespace="dc1"} 1795507200
@@ -183,6 +191,9 @@ func TestScheduleInterval(t *testing.T) {
 		// Twice a month: the gaps differ, the longest one counts.
 		{"0 0 1,15 * *", 17 * 24 * time.Hour},
 		{"not a schedule", 0},
+		// Refused by the backup controller, so no interval either.
+		{"@every 1h", 0},
+		{"TZ=Europe/Paris 0 2 * * *", 0},
 	} {
 		if got := ScheduleInterval(tc.schedule, now); got != tc.want {
 			t.Errorf("ScheduleInterval(%q) = %s, want %s", tc.schedule, got, tc.want)
@@ -208,9 +219,12 @@ func TestEventSeries(t *testing.T) {
 	RestoreFinished("ns-events", "a", "Succeeded")
 
 	for _, tc := range []struct {
+		// metric is the series' name.
 		metric string
+		// labels are its label values, in the catalog's order.
 		labels []string
-		want   float64
+		// want is its value.
+		want float64
 	}{
 		{RunsStarted, []string{"ns-events", "a", "install.yml"}, 1},
 		{RunsFinished, []string{"ns-events", "a", "install.yml", "Failed"}, 1},

@@ -2,11 +2,11 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/cronschedule"
 )
 
 // listTimeout bounds one scrape's reads of the cache.
@@ -76,7 +77,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, s := range sources {
 		var kds kaov1.KarmadaDeploymentList
-		if err := s.reader.List(ctx, &kds); err == nil {
+		if c.list(ctx, s, &kds) {
 			for i := range kds.Items {
 				if first(&kds.Items[i]) {
 					e.deployment(&kds.Items[i])
@@ -84,7 +85,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		var ebs kaov1.EtcdBackupList
-		if err := s.reader.List(ctx, &ebs); err == nil {
+		if c.list(ctx, s, &ebs) {
 			for i := range ebs.Items {
 				if first(&ebs.Items[i]) {
 					e.backup(&ebs.Items[i], now)
@@ -92,7 +93,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		var ers kaov1.EtcdRestoreList
-		if err := s.reader.List(ctx, &ers); err == nil {
+		if c.list(ctx, s, &ers) {
 			for i := range ers.Items {
 				if first(&ers.Items[i]) {
 					e.restore(&ers.Items[i])
@@ -102,16 +103,36 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// list reads one kind from a source's cache without copying the objects
+// (the collector only reads them). An error is logged: the kind's series
+// are missing from this scrape, and the log says why.
+func (c *stateCollector) list(ctx context.Context, s *source, l client.ObjectList) bool {
+	if err := s.reader.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.Log.WithName("metrics").Error(err, "Listing objects for the state metrics; their series are missing from this scrape",
+			"kind", fmt.Sprintf("%T", l))
+		return false
+	}
+	return true
+}
+
 // emitter writes one scrape's state series.
 type emitter struct {
 	c  *stateCollector
 	ch chan<- prometheus.Metric
 }
 
+// gauge sends one series. A series the catalog does not describe (a
+// programming error) fails the scrape with its error; it never panics the
+// manager.
 func (e emitter) gauge(name string, v float64, labels ...string) {
-	e.ch <- prometheus.MustNewConstMetric(e.c.descs[name], prometheus.GaugeValue, v, labels...)
+	m, err := prometheus.NewConstMetric(e.c.descs[name], prometheus.GaugeValue, v, labels...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(e.c.descs[name], err)
+	}
+	e.ch <- m
 }
 
+// timestamp sends a time as seconds since the epoch; nothing for no time.
 func (e emitter) timestamp(name string, t *metav1.Time, labels ...string) {
 	if t != nil && !t.IsZero() {
 		e.gauge(name, float64(t.UnixNano())/1e9, labels...)
@@ -151,10 +172,13 @@ func (e emitter) deployment(kd *kaov1.KarmadaDeployment) {
 		e.gauge(ComponentInfo, 1, ns, name, c.Name, c.Version, c.TargetVersion)
 	}
 	if st.Etcd != nil && len(st.Etcd.Members) > 0 {
-		healthy := 0
+		healthy, voters := 0, 0
 		for _, m := range st.Etcd.Members {
 			if m.Healthy {
 				healthy++
+			}
+			if !m.Learner {
+				voters++
 			}
 			e.gauge(EtcdMemberHealthy, boolValue(m.Healthy), ns, name, m.Name)
 			if m.DBSizeBytes != nil {
@@ -162,6 +186,7 @@ func (e emitter) deployment(kd *kaov1.KarmadaDeployment) {
 			}
 		}
 		e.gauge(EtcdMembers, float64(len(st.Etcd.Members)), ns, name)
+		e.gauge(EtcdVoters, float64(voters), ns, name)
 		e.gauge(EtcdHealthy, float64(healthy), ns, name)
 		e.gauge(EtcdLeader, boolValue(st.Etcd.Leader != ""), ns, name)
 	}
@@ -171,8 +196,17 @@ func (e emitter) deployment(kd *kaov1.KarmadaDeployment) {
 	if st.CertificateRenewal != nil {
 		e.timestamp(CertRenewal, st.CertificateRenewal.NextRenewalTime, ns, name)
 	}
+	// Members that left the spec stay in status until Karmada lets them go:
+	// they are counted as what the spec asks for no longer.
+	inSpec := map[string]bool{}
+	for _, m := range kd.Spec.Members {
+		inSpec[m.Name] = true
+	}
 	joined, ready := 0, 0
 	for _, m := range st.Members {
+		if !inSpec[m.Name] {
+			continue
+		}
 		if m.Joined {
 			joined++
 		}
@@ -210,33 +244,15 @@ func (e emitter) restore(er *kaov1.EtcdRestore) {
 	e.gauge(RestorePhase, 1, er.Namespace, er.Spec.DeploymentName, er.Name, string(phase))
 }
 
-// intervalSamples is how many gaps between schedule times ScheduleInterval
-// looks at: enough to cover a week of daily times or the irregular gaps of
-// a list such as "0 0 1,15 * *".
-const intervalSamples = 8
-
-// ScheduleInterval is the longest gap between the next schedule times of a
-// five-field cron schedule, the period a backup alert compares the age of
-// the last snapshot with; zero for no schedule or one that does not parse.
+// ScheduleInterval is the longest gap between the next times of an
+// EtcdBackup's schedule: what a backup alert compares the age of the last
+// snapshot with. Zero for no schedule or one the controller refuses.
 func ScheduleInterval(schedule string, now time.Time) time.Duration {
-	if schedule == "" {
-		return 0
-	}
-	s, err := cron.ParseStandard(schedule)
+	s, err := cronschedule.Parse(schedule)
 	if err != nil {
 		return 0
 	}
-	var longest time.Duration
-	t := s.Next(now.UTC())
-	for i := 0; i < intervalSamples && !t.IsZero(); i++ {
-		next := s.Next(t)
-		if next.IsZero() {
-			break
-		}
-		longest = max(longest, next.Sub(t))
-		t = next
-	}
-	return longest
+	return cronschedule.LongestGap(s, now)
 }
 
 // leaderSource registers a manager's cache with the state collector while

@@ -167,7 +167,7 @@ func (t *tracker) handleEvent(ev *jsonlEvent) {
 	case eventOK, eventFailed, eventSkipped, eventUnreachable:
 		task, role := "", ""
 		if ev.Task != nil {
-			task, role = ev.Task.Name, roleOf(ev.Task.Path, ev.Task.Name)
+			task, role = ev.Task.Name, roleOf(ev.Task.Path)
 			t.progress.Task = task
 		}
 		for _, host := range sortedKeys(ev.Hosts) {
@@ -351,19 +351,17 @@ func realFailures(failed []FailedTask, stats map[string]HostStats) []FailedTask 
 	return out
 }
 
-// roleOf names the role a task belongs to: the directory under roles/ its
-// file is in (path is "file:line"), else the "role : task" prefix Ansible
-// gives the names of a role's tasks; "" for a play's own task.
-func roleOf(path, name string) string {
+// roleOf names the role a task belongs to from the file it comes from
+// (path is "file:line"): the directory that holds the role's tasks/
+// directory, for kao's roles and for user roles alike; "" for a play's own
+// task. Only the path counts: it is made of kao's and the roles' directory
+// names, while a task's name may carry any text.
+func roleOf(path string) string {
 	parts := strings.Split(path, "/")
-	for i := len(parts) - 2; i >= 0; i-- {
-		if parts[i] == "roles" && parts[i+1] != "" {
-			return parts[i+1]
+	for i := len(parts) - 2; i >= 1; i-- {
+		if parts[i] == "tasks" && parts[i-1] != "" {
+			return parts[i-1]
 		}
-	}
-	// A role's name has no spaces; "Area | Verb object" is a task's own name.
-	if role, _, ok := strings.Cut(name, " : "); ok && role != "" && !strings.ContainsAny(role, " |") {
-		return role
 	}
 	return ""
 }

@@ -1,9 +1,7 @@
 package etcdbackup
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -11,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/cronschedule"
 )
 
 // backupDecision is what a reconcile of an EtcdBackup does now.
@@ -25,23 +24,9 @@ type backupDecision struct {
 	done bool
 }
 
-// parseSchedule parses spec.schedule: five cron fields or a descriptor, in UTC.
-// A nil schedule means a one-shot backup.
-func parseSchedule(spec string) (cron.Schedule, error) {
-	if spec == "" {
-		return nil, nil
-	}
-	// The API admits neither; cron would run them in another zone or at a
-	// fixed interval from the operator's start.
-	if strings.Contains(spec, "TZ=") || strings.HasPrefix(spec, "@every") {
-		return nil, fmt.Errorf("spec.schedule %q: time zones and @every are not supported: schedules are five cron fields in UTC", spec)
-	}
-	s, err := cron.ParseStandard(spec)
-	if err != nil {
-		return nil, fmt.Errorf("spec.schedule %q: %w", spec, err)
-	}
-	return s, nil
-}
+// parseSchedule parses spec.schedule (cronschedule.Parse). A nil schedule
+// means a one-shot backup.
+func parseSchedule(spec string) (cron.Schedule, error) { return cronschedule.Parse(spec) }
 
 // decideBackup decides whether a snapshot is due. A scheduled backup takes
 // one snapshot for the newest schedule time that has passed since the last

@@ -111,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, r.Client.Update(ctx, kd)
 	}
 
-	s := &scope{kd: kd, patcher: status.NewPatcher(r.Client, kd, deploymentStatus, true)}
+	s := &scope{kd: kd, patcher: status.NewPatcher(r.Client, kd, deploymentStatus, true), failedBefore: lastFailure(kd)}
 	defer func() {
 		if err := r.patchStatus(ctx, s); err != nil {
 			reterr = errors.Join(reterr, err)
@@ -138,6 +138,16 @@ type scope struct {
 	patcher *status.Patcher[*kaov1.KarmadaDeployment]
 	// upgrade is what the run starting now moves, when it is an upgrade.
 	upgrade *upgradePlan
+	// failedBefore is status.retry.lastFailureTime as the reconcile found it.
+	failedBefore time.Time
+}
+
+// lastFailure is when the deployment's last failed attempt was recorded.
+func lastFailure(kd *kaov1.KarmadaDeployment) time.Time {
+	if r := kd.Status.Retry; r != nil && r.LastFailureTime != nil {
+		return r.LastFailureTime.Time
+	}
+	return time.Time{}
 }
 
 // inputs reads what this reconciler's runs need.
@@ -152,7 +162,15 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 	if last := kd.Status.LastRun; last != nil && last.Result == kaov1.RunSucceeded && last.Generation == kd.Generation {
 		kd.Status.ObservedGeneration = kd.Generation
 	}
-	return s.patcher.Patch(ctx)
+	if err := s.patcher.Patch(ctx); err != nil {
+		return err
+	}
+	// A run that could not start is counted once its retry is recorded: a
+	// patch refused for a conflict is reconciled, and decided, again.
+	if failed := lastFailure(kd); !failed.IsZero() && !failed.Equal(s.failedBefore) {
+		metrics.RetryScheduled(kd.Namespace, kd.Name)
+	}
+	return nil
 }
 
 func deploymentStatus(kd *kaov1.KarmadaDeployment) any { return kd.Status }
@@ -382,7 +400,6 @@ func (r *Reconciler) recordNotStarted(ctx context.Context, kd *kaov1.KarmadaDepl
 		return ctrl.Result{}, nil
 	default:
 		kd.Status.Retry = nextRetry(kd.Status.Retry, kd.Generation, now)
-		metrics.RetryScheduled(kd.Namespace, kd.Name)
 		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, e.Reason, e.Message)
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, e.Reason, "Run", "%s", e.Message)
 		return ctrl.Result{RequeueAfter: kd.Status.Retry.NextRetryTime.Sub(now)}, nil
@@ -475,6 +492,13 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "PlaybookFailed", "Run", "Run %s of %s failed: %s", spec.ID, playbook, res.Message)
 	}
 	r.runs.End(kd)
+	// A run cancelled because its deployment went counted its end after
+	// the deployment's series were dropped: drop them again.
+	if res.Outcome == runner.Cancelled {
+		if err := r.APIReader.Get(finalCtx, client.ObjectKeyFromObject(kd), &kaov1.KarmadaDeployment{}); apierrors.IsNotFound(err) {
+			metrics.ForgetDeployment(kd.Namespace, kd.Name)
+		}
+	}
 }
 
 // statusWriter writes deployments' status.

@@ -357,10 +357,10 @@ func recordEtcdHealth(kd *kaov1.KarmadaDeployment, h probe.EtcdHealth) {
 	st := &kaov1.EtcdStatus{Healthy: h.Summary(), Leader: h.Leader}
 	for _, m := range h.Members {
 		ms := kaov1.EtcdMemberStatus{
-			Name: m.Name, ID: m.ID, ClientURL: m.Endpoint, Healthy: m.Healthy, Leader: m.Leader,
+			Name: m.Name, ID: m.ID, ClientURL: m.Endpoint, Healthy: m.Healthy, Leader: m.Leader, Learner: m.Learner,
 			Message: pipeline.TruncateString(m.Message, 512),
 		}
-		if m.ID != "" {
+		if m.DBSize > 0 { // only a member that answered reports its database
 			ms.DBSizeBytes = ptr.To(m.DBSize)
 		}
 		st.Members = append(st.Members, ms)

@@ -90,7 +90,7 @@ func RunWithProgress(ctx context.Context, run PlaybookRunner, clk clock.PassiveC
 	for i, f := range res.FailedTasks {
 		roles[i] = f.Role
 	}
-	metrics.RunFinished(who, string(res.Outcome), res.EndTime.Sub(res.StartTime), roles)
+	metrics.RunFinished(who, string(res.Outcome), max(0, res.EndTime.Sub(res.StartTime)), roles)
 	return res
 }
 
