@@ -205,26 +205,28 @@ func (r *Reconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaD
 
 // observeMemberClusters reads Karmada's Cluster objects through a ready
 // karmada-apiserver (api.URL empty: none is) into status.members: from the
-// deployment's Cluster watch, which it starts, once that has listed them,
-// else with a list of its own.
+// deployment's Cluster watch once that has listed them, else with a list of
+// its own. The watch starts with the first ready API server, members or
+// not, so that members a later spec adds show in status while their run
+// joins them.
 func (r *Reconciler) observeMemberClusters(ctx context.Context, kd *kaov1.KarmadaDeployment, api probe.API) {
 	now := metav1.NewTime(r.Clock.Now())
-	if len(kd.Spec.Members) == 0 && len(kd.Status.Members) == 0 {
+	var watched []probe.ClusterState
+	synced := false
+	if api.URL != "" && r.clusterWatches != nil {
+		watched, synced = r.clusterWatches.clusters(kd, api)
+	}
+	switch {
+	case len(kd.Spec.Members) == 0 && len(kd.Status.Members) == 0:
 		observeMembers(kd, nil, nil, now)
-		return
-	}
-	if api.URL == "" {
+	case api.URL == "":
 		observeMembers(kd, nil, errors.New("no karmada-apiserver is ready"), now)
-		return
+	case synced:
+		observeMembers(kd, watched, nil, now)
+	default:
+		clusters, err := r.karmadaProber().Clusters(ctx, api)
+		observeMembers(kd, clusters, err, now)
 	}
-	if r.clusterWatches != nil {
-		if clusters, ok := r.clusterWatches.clusters(kd, api); ok {
-			observeMembers(kd, clusters, nil, now)
-			return
-		}
-	}
-	clusters, err := r.karmadaProber().Clusters(ctx, api)
-	observeMembers(kd, clusters, err, now)
 }
 
 // Where the components the operator probes listen (the roles' defaults).
