@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,6 +59,10 @@ watch:
   mode: namespaced
   namespaces: [team-a, team-b]
 metrics:
+  serviceMonitor:
+    enabled: true
+    labels: {release: prometheus}
+    interval: 1m
   prometheusRule:
     enabled: true
     labels: {release: prometheus}
@@ -285,6 +290,77 @@ func TestChartAlertsAndDashboard(t *testing.T) {
 	}
 }
 
+// The chart's ServiceMonitor scrapes the metrics Service, and only it, on its
+// port metrics, with honorLabels: true (kao's namespace label is the
+// deployment's and must not become exported_namespace).
+func TestChartServiceMonitor(t *testing.T) {
+	bin := helmBin(t)
+	objs := docs(t, render(t, bin, valueSets["namespaced"]))
+	sm, ok := objs["ServiceMonitor/kao-manager"]
+	if !ok {
+		t.Fatal("no ServiceMonitor/kao-manager with metrics.serviceMonitor.enabled")
+	}
+	if sm["apiVersion"] != "monitoring.coreos.com/v1" {
+		t.Errorf("ServiceMonitor apiVersion %v", sm["apiVersion"])
+	}
+	meta := func(obj map[string]any) map[string]any { return obj["metadata"].(map[string]any) }
+	if labels := meta(sm)["labels"].(map[string]any); labels["release"] != "prometheus" || labels["app.kubernetes.io/name"] != "kao" {
+		t.Errorf("ServiceMonitor labels %v: want release: prometheus beside the chart's own", labels)
+	}
+	spec := sm["spec"].(map[string]any)
+	selector := spec["selector"].(map[string]any)["matchLabels"].(map[string]any)
+	namespaces := spec["namespaceSelector"].(map[string]any)["matchNames"].([]any)
+
+	// The Services it selects: the metrics Service, and no other.
+	var selected []string
+	for key, obj := range objs {
+		if !strings.HasPrefix(key, "Service/") || !slices.Contains(namespaces, meta(obj)["namespace"]) {
+			continue
+		}
+		labels, _ := meta(obj)["labels"].(map[string]any)
+		matches := len(selector) > 0
+		for k, v := range selector {
+			if labels[k] != v {
+				matches = false
+			}
+		}
+		if matches {
+			selected = append(selected, key)
+		}
+	}
+	if !slices.Equal(selected, []string{"Service/kao-manager-metrics"}) {
+		t.Fatalf("the ServiceMonitor's selector %v in namespaces %v selects %v, want Service/kao-manager-metrics", selector, namespaces, selected)
+	}
+	var ports []any
+	for _, p := range objs["Service/kao-manager-metrics"]["spec"].(map[string]any)["ports"].([]any) {
+		ports = append(ports, p.(map[string]any)["name"])
+	}
+	endpoints := spec["endpoints"].([]any)
+	if len(endpoints) != 1 {
+		t.Fatalf("ServiceMonitor endpoints %v, want one", endpoints)
+	}
+	ep := endpoints[0].(map[string]any)
+	if ep["port"] != "metrics" || !slices.Contains(ports, ep["port"]) {
+		t.Errorf("ServiceMonitor port %v, want metrics, a port of the Service (%v)", ep["port"], ports)
+	}
+	if ep["honorLabels"] != true {
+		t.Errorf("ServiceMonitor honorLabels %v, want true: kao's namespace label would become exported_namespace", ep["honorLabels"])
+	}
+	if ep["interval"] != "1m" {
+		t.Errorf("ServiceMonitor interval %v, want metrics.serviceMonitor.interval 1m", ep["interval"])
+	}
+	def := docs(t, render(t, bin, "metrics: {serviceMonitor: {enabled: true}}"))["ServiceMonitor/kao-manager"]
+	if got := def["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)["interval"]; got != "30s" {
+		t.Errorf("ServiceMonitor interval %v by default, want 30s", got)
+	}
+	// Off by default: the ServiceMonitor CRD may be absent.
+	for kind := range docs(t, render(t, bin, "")) {
+		if strings.HasPrefix(kind, "ServiceMonitor/") {
+			t.Errorf("default values render %s", kind)
+		}
+	}
+}
+
 func TestBadValuesAreRefused(t *testing.T) {
 	bin := helmBin(t)
 	for values, want := range map[string]string{
@@ -296,6 +372,10 @@ func TestBadValuesAreRefused(t *testing.T) {
 		"metrics: {port: 0}":                                         "port",
 		"metrics: {enabled: false, prometheusRule: {enabled: true}}": "metrics.prometheusRule.enabled needs metrics.enabled",
 		"metrics: {enabled: false, dashboard: {enabled: true}}":      "metrics.dashboard.enabled needs metrics.enabled",
+		"metrics: {enabled: false, serviceMonitor: {enabled: true}}": "metrics.serviceMonitor.enabled needs metrics.enabled",
+		"metrics: {serviceMonitor: {interval: soon}}":                "interval",
+		"metrics: {serviceMonitor: {scrapeTimeout: 10s}}":            "scrapeTimeout",
+		"metrics: {serviceMonitor: {labels: {release: 1}}}":          "labels",
 		"metrics: {dashboard: {namespace: Monitoring}}":              "namespace",
 		"metrics: {prometheusRule: {labels: {release: 1}}}":          "labels",
 	} {
