@@ -4,12 +4,16 @@
 //   - the rules are valid and their unit tests on synthetic series pass
 //     (promtool check rules, promtool test rules), and those tests have, for
 //     every alert, a case where it fires and one where it stays silent;
-//   - every kao_ name the rules and the dashboard use is a series kao
-//     exports (internal/metrics), with the labels they match and group by;
+//   - every series the rules and the dashboard read is one kao exports
+//     (internal/metrics), with the labels they match and group by, but for
+//     the one non-kao series an alert may read (controller-runtime's
+//     leader-election gauge, for KaoOperatorNotLeading); and every metric kao
+//     exports is read by an alert or the dashboard;
 //   - every dashboard query is valid PromQL (promtool check rules on the
 //     queries written as recording rules);
 //   - every alert has a severity, a summary, a description and a runbook
-//     that docs/alerts.md has a section for;
+//     that docs/alerts.md has a section for; KaoOperatorNotLeading watches
+//     the lease cmd/manager elects its leader with;
 //   - the PrometheusRule and the chart's copy hold the rules' groups, and the
 //     dashboard is a Grafana dashboard: panels on the grid without overlap,
 //     queries on the datasource variable, the namespace and deployment
@@ -205,6 +209,14 @@ func TestAlertsAreDocumented(t *testing.T) {
 			}
 		}
 		for _, a := range []string{"summary", "description"} {
+			if r.Alert == leaderElectionAlert {
+				// About kao itself, not a deployment: it names the managers'
+				// namespace when there is one.
+				if !strings.Contains(r.Annotations[a], "{{ with $labels.namespace }}") {
+					t.Errorf("alert %s: its %s does not name the namespace ({{ with $labels.namespace }})", r.Alert, a)
+				}
+				continue
+			}
 			for _, l := range []string{"namespace", "deployment"} {
 				if !strings.Contains(r.Annotations[a], "{{ $labels."+l+" }}") {
 					t.Errorf("alert %s: its %s does not name the %s ({{ $labels.%s }})", r.Alert, a, l, l)
@@ -310,9 +322,37 @@ func allPanels(ps []panel) []panel {
 }
 
 // query is one PromQL expression of the rules or the dashboard, named for
-// the messages.
+// the messages; alert is the alert it is the expression of, if any.
 type query struct {
-	where, expr string
+	where, expr, alert string
+}
+
+// foreignSeries are the series that kao does not export and that an alert
+// may read all the same: only the alert named, with only the labels given.
+// Nothing else outside internal/metrics may appear in a query.
+var foreignSeries = map[string]struct {
+	labels []string
+	alert  string
+}{
+	// controller-runtime's leader-election gauge, 1 on the replica holding
+	// the lease named by its label name. Its namespace is the manager pod's,
+	// attached by Kubernetes service discovery.
+	"leader_election_master_status": {labels: []string{"name", "namespace"}, alert: "KaoOperatorNotLeading"},
+}
+
+// leaderElectionAlert is the alert on foreignSeries' leader-election gauge.
+const leaderElectionAlert = "KaoOperatorNotLeading"
+
+// seriesFor are the series q may read: kao's, and the foreign ones allowed
+// to its alert.
+func seriesFor(q query) map[string]metrics.Metric {
+	series := metrics.SeriesNames()
+	for name, f := range foreignSeries {
+		if q.alert != "" && q.alert == f.alert {
+			series[name] = metrics.Metric{Name: name, Type: metrics.Gauge, Labels: f.labels}
+		}
+	}
+	return series
 }
 
 // labelValues is a Grafana variable query label_values(selector, label).
@@ -351,23 +391,30 @@ func ruleQueries(t *testing.T) []query {
 	t.Helper()
 	var qs []query
 	for _, r := range loadRules(t) {
-		qs = append(qs, query{where: "alert " + r.Alert, expr: r.Expr})
+		qs = append(qs, query{where: "alert " + r.Alert, expr: r.Expr, alert: r.Alert})
 	}
 	return qs
 }
 
-// PromQL scanning: enough of the language to find the kao series an
-// expression reads and the labels it matches and groups by.
+// PromQL scanning: enough of the language to find the series an expression
+// reads and the labels it matches and groups by.
 
 var (
 	stringLit   = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`)
 	kaoName     = regexp.MustCompile(`\bkao_[a-zA-Z0-9_:]*`)
-	kaoSelector = regexp.MustCompile(`\b(kao_[a-zA-Z0-9_]+)\s*\{([^}]*)\}`)
+	selector    = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}`)
+	braces      = regexp.MustCompile(`\{[^}]*\}`)
+	brackets    = regexp.MustCompile(`\[[^\]]*\]`)
+	labelLists  = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	identifier  = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
 	matcher     = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*""`)
 	grouping    = regexp.MustCompile(`\b(by|without)\s*\(([^)]*)\)`)
 	identTail   = regexp.MustCompile(`[a-zA-Z_][a-zA-Z0-9_]*$`)
 	aggregators = []string{"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
 		"bottomk", "topk", "quantile", "limitk", "limit_ratio"}
+	// keywords are PromQL's words that are no series names.
+	keywords = []string{"and", "or", "unless", "atan2", "bool", "offset", "by", "without", "on", "ignoring",
+		"group_left", "group_right", "inf", "nan", "Inf", "NaN"}
 )
 
 // labelsOf are the labels a series has: the catalog's, and le on a
@@ -443,19 +490,46 @@ func groupingScope(code string, start, end int) (string, error) {
 	return rest[open:closeAt], nil
 }
 
-// checkQuery reports every kao_ name of q that kao does not export, and every
-// label matched or grouped by that the series it applies to lacks.
+// withoutStrings blanks the string literals of a PromQL expression.
+func withoutStrings(expr string) string {
+	return stringLit.ReplaceAllStringFunc(expr, func(s string) string { return s[:1] + s[len(s)-1:] })
+}
+
+// seriesNames are the metric names code (without strings) reads: the
+// identifiers left once matchers, ranges and label lists are blanked, that
+// call nothing, are no keyword and are not part of a number or duration.
+func seriesNames(code string) []string {
+	code = braces.ReplaceAllString(code, "{}")
+	code = brackets.ReplaceAllString(code, "[]")
+	code = labelLists.ReplaceAllString(code, " ")
+	var names []string
+	for _, loc := range identifier.FindAllStringIndex(code, -1) {
+		name := code[loc[0]:loc[1]]
+		if loc[0] > 0 && strings.ContainsRune("0123456789.", rune(code[loc[0]-1])) {
+			continue // 1e3, 0x1f, 5m
+		}
+		if rest := strings.TrimLeft(code[loc[1]:], " \t\n"); strings.HasPrefix(rest, "(") || slices.Contains(keywords, name) {
+			continue
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// checkQuery reports every series q reads that is not in series (kao's,
+// and the foreign ones its alert may read), and every label matched or
+// grouped by that the series it applies to lacks.
 func checkQuery(q query, series map[string]metrics.Metric) []string {
 	var problems []string
-	code := stringLit.ReplaceAllStringFunc(q.expr, func(s string) string { return s[:1] + s[len(s)-1:] })
+	code := withoutStrings(q.expr)
 	used := 0
-	for _, name := range kaoName.FindAllString(code, -1) {
+	for _, name := range seriesNames(code) {
 		used++
 		if _, ok := series[name]; !ok {
-			problems = append(problems, fmt.Sprintf("%s: %s is not a series kao exports (internal/metrics)", q.where, name))
+			problems = append(problems, fmt.Sprintf("%s: %s is not a series kao exports (internal/metrics), nor one this query may read", q.where, name))
 		}
 	}
-	for _, m := range kaoSelector.FindAllStringSubmatch(code, -1) {
+	for _, m := range selector.FindAllStringSubmatch(code, -1) {
 		metric, ok := series[m[1]]
 		if !ok {
 			continue
@@ -479,7 +553,7 @@ func checkQuery(q query, series map[string]metrics.Metric) []string {
 				labels = append(labels, l)
 			}
 		}
-		for _, name := range kaoName.FindAllString(scope, -1) {
+		for _, name := range seriesNames(scope) {
 			metric, ok := series[name]
 			if !ok {
 				continue
@@ -492,34 +566,51 @@ func checkQuery(q query, series map[string]metrics.Metric) []string {
 		}
 	}
 	if used == 0 {
-		problems = append(problems, fmt.Sprintf("%s: %q reads no kao series", q.where, q.expr))
+		problems = append(problems, fmt.Sprintf("%s: %q reads no series", q.where, q.expr))
 	}
 	return problems
 }
 
 // The checker itself: it must catch what it is for.
 func TestCheckQueryCatches(t *testing.T) {
-	series := metrics.SeriesNames()
-	for expr, want := range map[string]string{
-		`kao_no_such_metric`:                                                      "not a series kao exports",
-		`kao_etcd_members{member="a"}`:                                            "has no label member",
-		`max by (namespace, certificate) (kao_etcd_members)`:                      "has no label certificate",
-		`sum(kao_etcd_members) by (member)`:                                       "has no label member",
-		`histogram_quantile(0.9, sum by (le) (rate(kao_runs_started_total[5m])))`: "has no label le",
-		`up`: "reads no kao series",
+	dashboardQuery := query{where: "test"}
+	leaderAlert := query{where: "test", alert: leaderElectionAlert}
+	for _, tc := range []struct {
+		q    query
+		expr string
+		want string
+	}{
+		{dashboardQuery, `kao_no_such_metric`, "not a series kao exports"},
+		{dashboardQuery, `kao_etcd_members{member="a"}`, "has no label member"},
+		{dashboardQuery, `max by (namespace, certificate) (kao_etcd_members)`, "has no label certificate"},
+		{dashboardQuery, `sum(kao_etcd_members) by (member)`, "has no label member"},
+		{dashboardQuery, `histogram_quantile(0.9, sum by (le) (rate(kao_runs_started_total[5m])))`, "has no label le"},
+		{dashboardQuery, `up`, "up is not a series kao exports"},
+		{dashboardQuery, `kao_etcd_members / on (namespace) group_left process_start_time_seconds`, "process_start_time_seconds is not"},
+		{dashboardQuery, `vector(1)`, "reads no series"},
+		// The leader-election gauge: only for its alert, only its labels.
+		{dashboardQuery, `max(leader_election_master_status{name="kao-manager.kao.io"}) == 0`, "leader_election_master_status is not"},
+		{query{where: "test", alert: "KaoControlPlaneNotReady"}, `max(leader_election_master_status) == 0`, "leader_election_master_status is not"},
+		{leaderAlert, `max by (pod) (leader_election_master_status) == 0`, "has no label pod"},
+		{leaderAlert, `leader_election_slowpath_total > 0`, "leader_election_slowpath_total is not"},
 	} {
-		problems := checkQuery(query{where: "test", expr: expr}, series)
-		if len(problems) == 0 || !strings.Contains(strings.Join(problems, "\n"), want) {
-			t.Errorf("%s: got %q, want a problem saying %q", expr, problems, want)
+		tc.q.expr = tc.expr
+		problems := checkQuery(tc.q, seriesFor(tc.q))
+		if len(problems) == 0 || !strings.Contains(strings.Join(problems, "\n"), tc.want) {
+			t.Errorf("%s (alert %q): got %q, want a problem saying %q", tc.expr, tc.q.alert, problems, tc.want)
 		}
 	}
-	for _, expr := range []string{
-		`histogram_quantile(0.9, sum by (le, playbook) (rate(kao_run_duration_seconds_bucket{namespace=~"$namespace"}[5m])))`,
-		`time() - (max by (namespace, backup) (kao_etcdbackup_last_success_timestamp_seconds) or max by (namespace, backup) (kao_etcdbackup_created_timestamp_seconds))`,
-		`sum(kao_members{deployment="by (certificate)"}) by (namespace)`,
+	for _, q := range []query{
+		{expr: `histogram_quantile(0.9, sum by (le, playbook) (rate(kao_run_duration_seconds_bucket{namespace=~"$namespace"}[5m])))`},
+		{expr: `time() - (max by (namespace, backup) (kao_etcdbackup_last_success_timestamp_seconds) or max by (namespace, backup) (kao_etcdbackup_created_timestamp_seconds))`},
+		{expr: `sum(kao_members{deployment="by (certificate)"}) by (namespace)`},
+		{expr: `max by (namespace) (kao_members) - 30 * 24 * 3600 > 1e3 unless on (namespace) kao_members offset 5m`},
+		{expr: `max by (namespace, deployment, member) (kao_member_ready) > on (namespace, deployment) group_left () (max by (namespace, deployment) (kao_members) > time() - 3600)`},
+		{expr: `max by (namespace) (leader_election_master_status{name="kao-manager.kao.io"}) == 0`, alert: leaderElectionAlert},
 	} {
-		if problems := checkQuery(query{where: "test", expr: expr}, series); len(problems) > 0 {
-			t.Errorf("%s: %q", expr, problems)
+		q.where = "test"
+		if problems := checkQuery(q, seriesFor(q)); len(problems) > 0 {
+			t.Errorf("%s: %q", q.expr, problems)
 		}
 	}
 }
@@ -536,20 +627,43 @@ func TestMetricNamesAndLabels(t *testing.T) {
 	qs := append(ruleQueries(t), dashboardQueries(t, d)...)
 	used := map[string]bool{}
 	for _, q := range qs {
-		for _, p := range checkQuery(q, series) {
+		for _, p := range checkQuery(q, seriesFor(q)) {
 			t.Error(p)
 		}
-		for _, name := range kaoName.FindAllString(q.expr, -1) {
-			used[series[name].Name] = true
+		for _, name := range seriesNames(withoutStrings(q.expr)) {
+			if m, ok := series[name]; ok {
+				used[m.Name] = true
+			}
 		}
 	}
-	var unused []string
+	// A metric nobody reads is either missing from the alerts and the
+	// dashboard, or should not be exported.
 	for _, m := range metrics.Catalog {
 		if !used[m.Name] {
-			unused = append(unused, m.Name)
+			t.Errorf("%s is neither alerted on (%s) nor shown (hack/dashboard)", m.Name, rulesPath)
 		}
 	}
-	t.Logf("%d queries checked; metrics neither alerted on nor shown: %v", len(qs), unused)
+	t.Logf("%d queries checked", len(qs))
+}
+
+// KaoOperatorNotLeading watches the lease cmd/manager elects its leader
+// with: the name of the gauge's series is the LeaderElectionID.
+func TestLeaderElectionAlertWatchesKaosLease(t *testing.T) {
+	m := regexp.MustCompile(`LeaderElectionID:\s*"([^"]+)"`).FindSubmatch(readFile(t, "cmd/manager/main.go"))
+	if m == nil {
+		t.Fatal("cmd/manager/main.go sets no LeaderElectionID")
+	}
+	for _, r := range loadRules(t) {
+		if r.Alert != leaderElectionAlert {
+			continue
+		}
+		want := `leader_election_master_status{name="` + string(m[1]) + `"}`
+		if !strings.Contains(r.Expr, want) {
+			t.Errorf("alert %s: %q does not read %s", r.Alert, r.Expr, want)
+		}
+		return
+	}
+	t.Errorf("%s has no alert %s", rulesPath, leaderElectionAlert)
 }
 
 // grafanaVariable is a dashboard variable in a query: $name, ${name} or
