@@ -78,9 +78,10 @@ log() { printf '[tools] %s\n' "$*" >&2; }
 #   S_MODULE   the tools module directory under hack/tools/, or "" when the
 #              set is built with `go install pkg@S_VERSION`
 #   S_LDFLAGS  extra -ldflags (version stamping), after "-s -w"
+#   S_TAGS     build tags, comma-separated, or ""
 #   S_BINS     "package=binary" pairs; the binaries land in the set's bin/
 set_spec() {
-	S_VERSION="" S_MODULE="" S_LDFLAGS="" S_BINS=()
+	S_VERSION="" S_MODULE="" S_LDFLAGS="" S_TAGS="" S_BINS=()
 	case "$1" in
 	kubernetes)
 		local v="${KUBERNETES_VERSION#v}"
@@ -182,8 +183,11 @@ set_spec() {
 		# rules in config/prometheus (test/observability). Built with go
 		# install: Prometheus's go.mod pins the dependencies of its release.
 		# The version it prints is the release's (3.16.0), not the module's.
+		# remove_all_sd leaves out Prometheus's service discoveries (the
+		# clouds' SDKs), which rule checks and rule tests never use: most
+		# of the build.
 		local v="${PROMTOOL_VERSION#v0.}"
-		S_VERSION="$PROMTOOL_VERSION"
+		S_VERSION="$PROMTOOL_VERSION" S_TAGS=remove_all_sd
 		S_LDFLAGS="-X github.com/prometheus/common/version.Version=$((10#${v%%.*} / 100)).$((10#${v%%.*} % 100)).${v#*.}"
 		S_BINS=(github.com/prometheus/prometheus/cmd/promtool=promtool)
 		;;
@@ -208,14 +212,17 @@ set_version() {
 
 # set_key prints the cache key of a set: name, version and, for sets built
 # from a committed module, a digest of its go.mod and go.sum so a dependency
-# change rebuilds. Build flags are deliberately not part of the key: they
-# change how much a build costs, not what the binaries do.
+# change rebuilds, and its build tags. Other build flags are deliberately not
+# part of the key: they change how much a build costs, not what the binaries
+# do.
 set_key() {
 	local set="$1" digest=""
 	set_spec "$set"
 	if [[ -n "$S_MODULE" && -f "$ROOT/hack/tools/$S_MODULE/go.sum" ]]; then
 		digest="-$(cat "$ROOT/hack/tools/$S_MODULE/go.mod" "$ROOT/hack/tools/$S_MODULE/go.sum" | sha256sum | cut -c1-12)"
 	fi
+	# Build tags change what a binary holds: they are part of the key.
+	[[ -z "$S_TAGS" ]] || digest+="-${S_TAGS//,/-}"
 	# A set named for its version (karmada-v1.17.1) does not repeat it.
 	local name="$set"
 	[[ "$set" == *"-$S_VERSION" ]] || name="$set-$S_VERSION"
@@ -244,6 +251,7 @@ build_set_into() {
 		renames+=("$(go_exe_name "${pair%%=*}")=${pair##*=}")
 	done
 	local flags=(-trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $S_LDFLAGS")
+	[[ -z "$S_TAGS" ]] || flags+=(-tags "$S_TAGS")
 	export GOGC="${GOGC:-400}" GOMEMLIMIT="${GOMEMLIMIT:-3GiB}"
 	if [[ -n "$S_MODULE" ]]; then
 		(cd "$ROOT/hack/tools/$S_MODULE" && CGO_ENABLED=0 go build -mod=mod "${flags[@]}" -o "$out/" "${pkgs[@]}")
