@@ -4,16 +4,24 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kao-io/kao/internal/testenv"
 )
@@ -23,18 +31,14 @@ import (
 // test runs the bundle's karmada-agent binary with the Deployment's command
 // line and the Secret's kubeconfig instead.
 
-// closedPort returns a loopback port nothing listens on right now.
-func closedPort(t testing.TB) int {
-	t.Helper()
+// loopbackPort returns a loopback port nothing listens on right now.
+func loopbackPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return port
+	return port, l.Close()
 }
 
 // agentDeployment is what the test reads back from a Pull member's
@@ -86,22 +90,36 @@ func ReadAgent(ctx context.Context, t testing.TB, kubectl, memberKubeconfig stri
 // --kubeconfig points at the member as in-cluster config would.
 func AgentArgs(t testing.TB, command []string, karmadaKubeconfig, memberKubeconfig string) []string {
 	t.Helper()
+	args, err := agentArgs(command, karmadaKubeconfig, memberKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return args
+}
+
+// agentArgs is AgentArgs returning its error, for other goroutines than the
+// test's.
+func agentArgs(command []string, karmadaKubeconfig, memberKubeconfig string) ([]string, error) {
 	if len(command) == 0 || command[0] != "/bin/karmada-agent" {
-		t.Fatalf("karmada-agent's command %q does not start with /bin/karmada-agent", command)
+		return nil, fmt.Errorf("karmada-agent's command %q does not start with /bin/karmada-agent", command)
 	}
 	var args []string
 	for _, a := range command[1:] {
-		switch {
-		case strings.HasPrefix(a, "--karmada-kubeconfig="):
+		for _, flag := range []string{"--metrics-bind-address=", "--health-probe-bind-address="} {
+			if strings.HasPrefix(a, flag) {
+				port, err := loopbackPort()
+				if err != nil {
+					return nil, err
+				}
+				a = flag + "127.0.0.1:" + strconv.Itoa(port)
+			}
+		}
+		if strings.HasPrefix(a, "--karmada-kubeconfig=") {
 			a = "--karmada-kubeconfig=" + karmadaKubeconfig
-		case strings.HasPrefix(a, "--metrics-bind-address="):
-			a = "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(closedPort(t))
-		case strings.HasPrefix(a, "--health-probe-bind-address="):
-			a = "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(closedPort(t))
 		}
 		args = append(args, a)
 	}
-	return append(args, "--kubeconfig="+memberKubeconfig)
+	return append(args, "--kubeconfig="+memberKubeconfig), nil
 }
 
 // StartAgent runs karmada-agent on this machine until stop is called or
@@ -113,9 +131,20 @@ func AgentArgs(t testing.TB, command []string, karmadaKubeconfig, memberKubeconf
 // times it was started again.
 func StartAgent(t testing.TB, bin, logPath string, args []string) (stop func(), restarts func() int) {
 	t.Helper()
-	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	stop, restarts, err := startAgent(bin, logPath, args)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return stop, restarts
+}
+
+// startAgent is StartAgent without the test: it returns its error, and the
+// caller stops the agent.
+func startAgent(bin, logPath string, args []string) (stop func(), restarts func() int, err error) {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, nil, err
 	}
 	var (
 		mu       sync.Mutex
@@ -141,7 +170,7 @@ func StartAgent(t testing.TB, bin, logPath string, args []string) (stop func(), 
 	mu.Unlock()
 	if err != nil {
 		_ = log.Close()
-		t.Fatalf("starting karmada-agent: %v", err)
+		return nil, nil, fmt.Errorf("starting karmada-agent: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -164,10 +193,11 @@ func StartAgent(t testing.TB, bin, logPath string, args []string) (stop func(), 
 				mu.Unlock()
 				return
 			}
-			exited, err = start()
+			var restartErr error
+			exited, restartErr = start()
 			mu.Unlock()
-			if err != nil {
-				_, _ = fmt.Fprintf(log, "--- restarting karmada-agent: %v\n", err)
+			if restartErr != nil {
+				_, _ = fmt.Fprintf(log, "--- restarting karmada-agent: %v\n", restartErr)
 				return
 			}
 		}
@@ -195,6 +225,202 @@ func StartAgent(t testing.TB, bin, logPath string, args []string) (stop func(), 
 		defer mu.Unlock()
 		return started - 1
 	}
-	t.Cleanup(stop)
-	return stop, restarts
+	return stop, restarts, nil
+}
+
+// The names kao gives karmada-agent's objects in a Pull member
+// (roles/karmada_members/vars/main.yml).
+const (
+	agentNamespace      = "karmada-system"
+	agentDeploymentName = "karmada-agent"
+	agentSecret         = "karmada-kubeconfig"
+	agentSecretKey      = "karmada-kubeconfig"
+)
+
+// How RunAgentWhenDeployed asks a member: each request bounded, the
+// client's rate limit above the poll's rate, every 150 ms by default.
+const (
+	agentPollTimeout   = 5 * time.Second
+	agentClientQPS     = 50
+	agentClientBurst   = 100
+	agentDefaultPeriod = 150 * time.Millisecond
+)
+
+// AgentOptions configure RunAgentWhenDeployed.
+type AgentOptions struct {
+	// Bin is the karmada-agent binary (the bundle's).
+	Bin string
+	// Dir is a private directory for the agent's kubeconfigs, which hold
+	// client keys.
+	Dir string
+	// LogDir is where the agent's log goes, <member>-karmada-agent.log;
+	// empty means Dir. A directory that outlives the test keeps the logs
+	// for reading afterwards.
+	LogDir string
+	// Interval is how often the member is asked for the Deployment; zero
+	// means 150 ms.
+	Interval time.Duration
+	// Timeout bounds the wait for the Deployment, from the call on.
+	Timeout time.Duration
+}
+
+// DeployedAgent is a Pull member's karmada-agent as RunAgentWhenDeployed
+// runs it: waiting for kao's Deployment, then running.
+type DeployedAgent struct {
+	// Member is the harness's name of the member (member-1, ...).
+	Member string
+	// LogPath is where the agent's output goes once it runs.
+	LogPath string
+
+	done      chan struct{}
+	startedAt time.Time
+	image     string
+	err       error
+	stop      func()
+}
+
+// Done is closed once the agent runs or the wait for it failed.
+func (a *DeployedAgent) Done() <-chan struct{} { return a.done }
+
+// StartedAt is when the agent was started; zero before Done or after a
+// failure.
+func (a *DeployedAgent) StartedAt() time.Time {
+	<-a.done
+	return a.startedAt
+}
+
+// Image is the image the Deployment names, once Done.
+func (a *DeployedAgent) Image() string {
+	<-a.done
+	return a.image
+}
+
+// Err is why the agent did not start, once Done; nil if it runs.
+func (a *DeployedAgent) Err() error {
+	<-a.done
+	return a.err
+}
+
+// RunAgentWhenDeployed plays m's kubelet from now on, the way a real one
+// reacts to a new Pod: in a goroutine of its own it asks m every interval
+// for kao's karmada-agent Deployment and its kubeconfig Secret, and as soon
+// as both are there it starts the agent they describe (AgentArgs), restarting
+// it whenever it exits (StartAgent). It returns at once, so that a test can
+// play the kubelet of many members side by side: each agent starts when its
+// own Deployment appears, whatever the others do. The wait ends with an
+// error after opts.Timeout; the agent, or the wait, stops when the test
+// ends. It reads the member with client-go, which costs the machine far
+// less than a kubectl process per poll.
+func RunAgentWhenDeployed(t testing.TB, m *Member, opts AgentOptions) *DeployedAgent {
+	t.Helper()
+	if opts.Interval <= 0 {
+		opts.Interval = agentDefaultPeriod
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(m.Kubeconfig)
+	if err != nil {
+		t.Fatalf("%s: its kubeconfig: %v", m.Name, err)
+	}
+	// client-go's default limit (5 requests a second) is slower than the
+	// poll.
+	cfg.Timeout, cfg.QPS, cfg.Burst = agentPollTimeout, agentClientQPS, agentClientBurst
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memberKubeconfig := filepath.Join(opts.Dir, m.Name+".kubeconfig")
+	if err := os.WriteFile(memberKubeconfig, m.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logDir := opts.LogDir
+	if logDir == "" {
+		logDir = opts.Dir
+	}
+	a := &DeployedAgent{Member: m.Name, LogPath: filepath.Join(logDir, m.Name+"-karmada-agent.log"), done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Timeout)
+	// The test's goroutine stops the wait, then the agent: nothing is
+	// registered from the other goroutine.
+	t.Cleanup(func() {
+		cancel()
+		<-a.done
+		if a.stop != nil {
+			a.stop()
+		}
+	})
+	go func() {
+		defer close(a.done)
+		a.err = a.waitAndStart(ctx, cs, opts, memberKubeconfig)
+	}()
+	return a
+}
+
+// waitAndStart polls the member until the agent's Deployment and Secret are
+// there, then starts the agent. Failed requests are retried until the
+// timeout, as a kubelet would; a Deployment the harness cannot run ends the
+// wait at once.
+func (a *DeployedAgent) waitAndStart(ctx context.Context, cs kubernetes.Interface, opts AgentOptions, memberKubeconfig string) error {
+	tick := time.NewTicker(opts.Interval)
+	defer tick.Stop()
+	var last error
+	for {
+		d, kubeconfig, err := readDeployedAgent(ctx, cs)
+		switch {
+		case err != nil:
+			last = err
+		case d != nil:
+			containers := d.Spec.Template.Spec.Containers
+			if len(containers) != 1 {
+				return fmt.Errorf("%s: karmada-agent has %d containers, want 1", a.Member, len(containers))
+			}
+			karmadaKubeconfig := filepath.Join(opts.Dir, a.Member+"-agent.kubeconfig")
+			if err := os.WriteFile(karmadaKubeconfig, kubeconfig, 0o600); err != nil {
+				return err
+			}
+			args, err := agentArgs(containers[0].Command, karmadaKubeconfig, memberKubeconfig)
+			if err != nil {
+				return fmt.Errorf("%s: %w", a.Member, err)
+			}
+			stop, _, err := startAgent(opts.Bin, a.LogPath, args)
+			if err != nil {
+				return fmt.Errorf("%s: %w", a.Member, err)
+			}
+			a.startedAt, a.image, a.stop = time.Now(), containers[0].Image, stop
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return fmt.Errorf("%s: the test ended before karmada-agent's Deployment and Secret were in the member", a.Member)
+			}
+			missing := fmt.Errorf("%s: no karmada-agent Deployment with its kubeconfig Secret in %s after %s", a.Member, agentNamespace, opts.Timeout)
+			if last != nil {
+				return fmt.Errorf("%w; the last request failed: %w", missing, last)
+			}
+			return missing
+		case <-tick.C:
+		}
+	}
+}
+
+// readDeployedAgent reads the agent's Deployment and the kubeconfig in its
+// Secret from the member: no Deployment and no error while either is
+// missing (a kubelet waits for a Pod's Secret volume too).
+func readDeployedAgent(ctx context.Context, cs kubernetes.Interface) (*appsv1.Deployment, []byte, error) {
+	d, err := cs.AppsV1().Deployments(agentNamespace).Get(ctx, agentDeploymentName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := cs.CoreV1().Secrets(agentNamespace).Get(ctx, agentSecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(s.Data[agentSecretKey]) == 0 {
+		return nil, nil, nil
+	}
+	return d, s.Data[agentSecretKey], nil
 }
