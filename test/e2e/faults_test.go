@@ -378,7 +378,7 @@ type operatorProcess struct {
 // namespace with the repository's playbooks, roles and bundle; its log goes
 // to the test's temporary directory under name. extra flags come last and
 // win (--playbook-dir=... runs other playbooks).
-func startOperatorProcess(t *testing.T, ns, stateDir, name string, extra ...string) *operatorProcess {
+func startOperatorProcess(t testing.TB, ns, stateDir, name string, extra ...string) *operatorProcess {
 	t.Helper()
 	root := testenv.RepoRoot()
 	managerOnce.Do(func() {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +98,80 @@ func TestStart(t *testing.T) {
 		_, err := c0.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
 		return err != nil && strings.Contains(err.Error(), "not found")
 	})
+}
+
+// TestLeanMember proves a Lean member still does what a member of Karmada
+// needs (it fills service-account tokens, which kao's Push join waits for)
+// while serving fewer API groups, and that its processes run with the
+// lean garbage collection target.
+func TestLeanMember(t *testing.T) {
+	m := Start(t, 1, Options{Lean: true})[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := m.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := c.Discovery().ServerGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for _, g := range groups.Groups {
+		served[g.Name] = true
+	}
+	for _, g := range []string{"", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io"} {
+		if !served[g] {
+			t.Errorf("API group %q is not served; a member of Karmada needs it", g)
+		}
+	}
+	for _, g := range []string{"batch", "autoscaling", "flowcontrol.apiserver.k8s.io"} {
+		if served[g] {
+			t.Errorf("API group %q is served by a Lean member", g)
+		}
+	}
+
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: metav1.NamespaceDefault}}
+	if _, err := c.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe-token", Namespace: sa.Namespace,
+			Annotations: map[string]string{corev1.ServiceAccountNameKey: sa.Name}},
+		Type: corev1.SecretTypeServiceAccountToken,
+	}
+	if _, err := c.CoreV1().Secrets(sa.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "a token in probe-token", func() bool {
+		s, err := c.CoreV1().Secrets(sa.Namespace).Get(ctx, secret.Name, metav1.GetOptions{})
+		return err == nil && len(s.Data[corev1.ServiceAccountTokenKey]) > 0
+	})
+
+	// Both of the member's processes name its directory on their command
+	// line (certificates, kubeconfig); each must have the setting.
+	found := 0
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(cmdline), m.Dir+"/") {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join(filepath.Dir(p), "environ"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Split(string(environ), "\x00"), leanGC) {
+			t.Errorf("%s runs without %s", strings.SplitN(string(cmdline), "\x00", 2)[0], leanGC)
+		}
+		found++
+	}
+	if found != 2 {
+		t.Errorf("found %d processes of the member, want its kube-apiserver and kube-controller-manager", found)
+	}
 }
 
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {

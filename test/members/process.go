@@ -23,13 +23,17 @@ type process struct {
 }
 
 // startProcess starts bin with args in a process group of its own (so that
-// stop also reaches anything it forks), stdout and stderr in logPath.
-func startProcess(name, logPath, bin string, args ...string) (*process, error) {
+// stop also reaches anything it forks), stdout and stderr in logPath, with
+// this process's environment and env added to it.
+func startProcess(name, logPath, bin string, env []string, args ...string) (*process, error) {
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid: true,
