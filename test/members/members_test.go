@@ -72,23 +72,7 @@ func TestStart(t *testing.T) {
 		t.Error("member-2 sees member-1's namespace")
 	}
 
-	// The token controller fills a service-account token Secret.
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns.Name}}
-	if _, err := c0.CoreV1().ServiceAccounts(ns.Name).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe-token", Namespace: ns.Name,
-			Annotations: map[string]string{corev1.ServiceAccountNameKey: sa.Name}},
-		Type: corev1.SecretTypeServiceAccountToken,
-	}
-	if _, err := c0.CoreV1().Secrets(ns.Name).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(ctx, t, "a token in probe-token", func() bool {
-		s, err := c0.CoreV1().Secrets(ns.Name).Get(ctx, secret.Name, metav1.GetOptions{})
-		return err == nil && len(s.Data[corev1.ServiceAccountTokenKey]) > 0 && len(s.Data[corev1.ServiceAccountRootCAKey]) > 0
-	})
+	requireToken(ctx, t, c0, ns.Name)
 
 	// The namespace controller finishes a deletion.
 	if err := c0.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil {
@@ -131,22 +115,7 @@ func TestLeanMember(t *testing.T) {
 		}
 	}
 
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: metav1.NamespaceDefault}}
-	if _, err := c.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe-token", Namespace: sa.Namespace,
-			Annotations: map[string]string{corev1.ServiceAccountNameKey: sa.Name}},
-		Type: corev1.SecretTypeServiceAccountToken,
-	}
-	if _, err := c.CoreV1().Secrets(sa.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(ctx, t, "a token in probe-token", func() bool {
-		s, err := c.CoreV1().Secrets(sa.Namespace).Get(ctx, secret.Name, metav1.GetOptions{})
-		return err == nil && len(s.Data[corev1.ServiceAccountTokenKey]) > 0
-	})
+	requireToken(ctx, t, c, metav1.NamespaceDefault)
 
 	// Both of the member's processes name its directory on their command
 	// line (certificates, kubeconfig); each must have the setting.
@@ -172,6 +141,28 @@ func TestLeanMember(t *testing.T) {
 	if found != 2 {
 		t.Errorf("found %d processes of the member, want its kube-apiserver and kube-controller-manager", found)
 	}
+}
+
+// requireToken proves the member's token controller works: it fills a
+// service-account token Secret created in ns with a token and the CA.
+func requireToken(ctx context.Context, t *testing.T, c *kubernetes.Clientset, ns string) {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns}}
+	if _, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe-token", Namespace: ns,
+			Annotations: map[string]string{corev1.ServiceAccountNameKey: sa.Name}},
+		Type: corev1.SecretTypeServiceAccountToken,
+	}
+	if _, err := c.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "a token in probe-token", func() bool {
+		s, err := c.CoreV1().Secrets(ns).Get(ctx, secret.Name, metav1.GetOptions{})
+		return err == nil && len(s.Data[corev1.ServiceAccountTokenKey]) > 0 && len(s.Data[corev1.ServiceAccountRootCAKey]) > 0
+	})
 }
 
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
