@@ -169,8 +169,7 @@ func (r *Reconciler) recordClusters(ctx context.Context, kd *kaov1.KarmadaDeploy
 		// During a run PlaybookSucceeded is Unknown: Ready is summed up
 		// again after it, by the probe, as always.
 		running := r.runs.Get(cur) != nil || cur.Status.Progress != nil
-		if !running && !conditionIsUnknown(cur.Status.Conditions, kaov1.ReadyCondition) {
-			setReadyCondition(cur)
+		if !running && sumUpReady(cur) {
 			cur.Status.Phase = phaseFor(cur, false)
 		}
 	})

@@ -3,6 +3,7 @@ package karmadadeployment
 import (
 	"context"
 	"crypto/tls"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/kao-io/kao/internal/controller/controllertest"
 	"github.com/kao-io/kao/internal/controller/pipeline"
 	"github.com/kao-io/kao/internal/probe"
+	"github.com/kao-io/kao/internal/runner"
 )
 
 // fakeClusterWatch stands in for probe.WatchClusters: each call is one
@@ -194,5 +196,35 @@ func TestRecordClusters(t *testing.T) {
 	cur = controllertest.Get(t, kd)
 	if cur.Status.ReadyMembers != "1/2" || meta.IsStatusConditionTrue(cur.Status.Conditions, kaov1.ReadyCondition) {
 		t.Errorf("m2 left Karmada: readyMembers %q, Ready %+v", cur.Status.ReadyMembers, meta.FindStatusCondition(cur.Status.Conditions, kaov1.ReadyCondition))
+	}
+}
+
+// TestSumUpReadyWhenARunEnds: a run that joined members ends while one of
+// them is not Ready yet (the watch set MembersReady False during the run,
+// when Ready is left alone); the status written at its end must not keep
+// the Ready=True of before the run until the next probe.
+func TestSumUpReadyWhenARunEnds(t *testing.T) {
+	kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{Members: []kaov1.MemberSpec{{Name: "m1"}, {Name: "m2"}}}}
+	if sumUpReady(kd) || meta.FindStatusCondition(kd.Status.Conditions, kaov1.ReadyCondition) != nil {
+		t.Fatal("Ready summed up before any probe judged the control plane")
+	}
+	for _, c := range []string{kaov1.ControlPlaneReadyCondition, kaov1.EtcdHealthyCondition, kaov1.ReadyCondition} {
+		setCondition(kd, c, metav1.ConditionTrue, "Test", "healthy before the run")
+	}
+	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, "Running", "the run joining m1 and m2")
+	setCondition(kd, kaov1.MembersReadyCondition, metav1.ConditionFalse, kaov1.MembersNotReadyReason, "m2 is not Ready")
+
+	setRunResultCondition(kd, &runner.Result{ID: "r1", Playbook: "members.yml", Outcome: runner.Succeeded})
+	if !sumUpReady(kd) {
+		t.Fatal("Ready was not summed up when the run ended")
+	}
+	if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.ReadyCondition); c.Status != metav1.ConditionFalse ||
+		!strings.Contains(c.Message, kaov1.MembersReadyCondition) {
+		t.Errorf("the run ended with m2 not Ready: Ready %+v", c)
+	}
+
+	setCondition(kd, kaov1.MembersReadyCondition, metav1.ConditionTrue, "Test", "m1 and m2 Ready")
+	if !sumUpReady(kd) || !meta.IsStatusConditionTrue(kd.Status.Conditions, kaov1.ReadyCondition) {
+		t.Errorf("every condition True: Ready %+v", meta.FindStatusCondition(kd.Status.Conditions, kaov1.ReadyCondition))
 	}
 }

@@ -456,6 +456,7 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 		cur.Status.Progress = nil
 		cur.Status.LastRun = pipeline.RunStatus(res, kd.Generation, logName)
 		setRunResultCondition(cur, res)
+		sumUpReady(cur)
 		recordMemberFailures(cur, res)
 		r.recordRunVersions(cur, kd, res, backupFailed)
 		switch res.Outcome {

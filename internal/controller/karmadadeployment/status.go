@@ -76,6 +76,20 @@ func setRunResultCondition(kd *kaov1.KarmadaDeployment, res *runner.Result) {
 	}
 }
 
+// sumUpReady sums Ready up again from the other conditions as they are
+// now, unless no probe could judge the control plane yet (Ready missing or
+// Unknown: the next probe decides). It tells whether it did. Ready is left
+// as it was during a run; where a run ends, and where a Cluster watch
+// changes MembersReady outside runs, Ready must follow at once: otherwise
+// status said Ready with a member not Ready until the next probe.
+func sumUpReady(kd *kaov1.KarmadaDeployment) bool {
+	if conditionIsUnknown(kd.Status.Conditions, kaov1.ReadyCondition) {
+		return false
+	}
+	setReadyCondition(kd)
+	return true
+}
+
 // setProbeConditions sets the conditions no probe decides: MembersReady
 // holds while spec.members is empty. observe then sets those its probes
 // decide.
