@@ -36,6 +36,9 @@ KINDS = {
     "Secret": ("api/v1", "secrets", True),
     "ClusterRole": ("apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ("apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "Role": ("apis/rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ("apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "Deployment": ("apis/apps/v1", "deployments", True),
     "Cluster": ("apis/cluster.karmada.io/v1alpha1", "clusters", False),
 }
 
