@@ -17,8 +17,8 @@ checks:
 4. in karmada-apiserver: the cluster namespace, the Cluster (syncMode Push,
    apiEndpoint, id, provider/region/zones) and its two Secrets (the member's
    CA and tokens), owned by the Cluster;
-5. wait, bounded, until Karmada reports the Cluster Ready, and report
-   Karmada's reason when it does not.
+5. once every member is created, wait, bounded, until Karmada reports
+   each Cluster Ready, and report Karmada's reason for those it does not.
 
 Members are joined concurrently, one thread each, in this one process: a
 task per member and step cost half a second of CPU each (the Python
@@ -127,7 +127,7 @@ options:
     type: int
     default: 60
   ready_timeout:
-    description: Seconds to wait for a Cluster to be Ready; 0 does not wait.
+    description: Seconds to wait, once every member's objects are created, for their Clusters to be Ready; 0 does not wait.
     type: int
     default: 120
 author: kao
@@ -154,6 +154,10 @@ POLL = 0.25
 
 # Most members joined at once; each thread holds two connections.
 MAX_THREADS = 32
+
+# The finalizer of Karmada's cluster controller (karmada.io/cluster-controller
+# in every Karmada release kao installs).
+CLUSTER_CONTROLLER_FINALIZER = "karmada.io/cluster-controller"
 
 
 class JoinFailed(Exception):
@@ -207,8 +211,17 @@ def cluster_object(p, cluster_id, server):
             spec[key] = p[key]
     if p["zones"]:
         spec["zones"] = p["zones"]
-    return {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": p["name"], "labels": {"app.kubernetes.io/managed-by": "kao"}}, "spec": spec}
+    # The Cluster is created with the finalizer of Karmada's cluster
+    # controller, the one that controller adds to every Cluster and removes
+    # once it cleaned up after a deleted one. Karmada's cluster status
+    # controller does not look at a Cluster without it: it requeues the
+    # Cluster through its rate limiter (a per-Cluster back-off doubling from
+    # 5 ms, and 10 requeues a second for all Clusters together), so a
+    # hundred new Clusters waiting their turn with the cluster controller
+    # (5 at a time) wait seconds more for their first health check.
+    meta = {"name": p["name"], "labels": {"app.kubernetes.io/managed-by": "kao"},
+            "finalizers": [CLUSTER_CONTROLLER_FINALIZER]}
+    return {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": meta, "spec": spec}
 
 
 def credential_secrets(p, cluster_uid, ca_b64, token_b64, impersonator_b64):
@@ -278,17 +291,48 @@ def wait_namespace_usable(client, p):
         time.sleep(POLL)
 
 
-def wait_ready(karmada, p):
-    deadline = time.time() + p["ready_timeout"]
-    while True:
-        c = condition(karmada.get("Cluster", p["name"]), "Ready")
-        if c.get("status") == "True":
-            return None
-        if time.time() > deadline:
-            return c
-        # Every member polls karmada-aggregated-apiserver: half as often as
-        # the other waits keeps it free for the joins still creating.
-        time.sleep(2 * POLL)
+def wait_all_ready(open_karmada, timeout, results):
+    """Wait, bounded by timeout from now, until Karmada reports Ready the
+    Cluster of every member in results that joined; fail in results each
+    one that is not, with Karmada's reason.
+
+    Every member is waited for here, after all of them were created: a
+    member waiting in its own thread would hold that thread, and members
+    beyond the pool's size would only start joining once others were
+    Ready. One LIST of Clusters per poll answers for every member, where a
+    GET per member would cost karmada-aggregated-apiserver as many
+    requests as there are members."""
+    waiting = sorted(n for n, r in results.items() if not r["failed"])
+    last, listed = {}, ""
+    deadline = time.time() + timeout
+    try:
+        with open_karmada() as karmada:
+            while waiting:
+                try:
+                    clusters = dict((c["metadata"]["name"], c) for c in karmada.list("Cluster"))
+                except KubeError as e:
+                    # A slow or restarting karmada-apiserver: look again
+                    # until the deadline, and say so if it comes first.
+                    clusters, listed = None, str(e)
+                if clusters is not None:
+                    for n in waiting:
+                        last[n] = condition(clusters.get(n), "Ready")
+                    waiting = [n for n in waiting if last[n].get("status") != "True"]
+                if not waiting:
+                    return
+                if time.time() > deadline:
+                    break
+                time.sleep(2 * POLL)
+    except KubeError as e:
+        listed = str(e)
+    for n in waiting:
+        c = last.get(n)
+        if c is None:
+            why = "Karmada's Clusters could not be read: %s" % listed
+        else:
+            why = "%s: %s" % (c.get("reason") or "no reason", c.get("message") or "Karmada has not reported on it yet")
+        results[n]["failed"] = True
+        results[n]["msg"] = "member %s: its Cluster is not Ready after %d s: %s" % (n, timeout, why)
 
 
 class Claims(object):
@@ -383,12 +427,6 @@ def join_one(p, claims, open_karmada):
             cluster = apply(karmada, cluster_object(p, cluster_id, member.server))
             for sec in secrets(cluster["metadata"]["uid"]):
                 apply(karmada, sec)
-            if p["ready_timeout"] > 0:
-                unready = wait_ready(karmada, p)
-                if unready is not None:
-                    raise JoinFailed("%s: its Cluster is not Ready after %d s: %s: %s" %
-                                     (name, p["ready_timeout"], unready.get("reason") or "no reason",
-                                      unready.get("message") or "Karmada has not reported on it yet"))
     except (KubeError, JoinFailed) as e:
         out["failed"], out["msg"] = True, str(e)
     except Exception as e:  # a bug must fail this member, not hide the others' outcomes
@@ -426,6 +464,8 @@ def run(module):
             futures[m["name"]] = pool.submit(join_one, p, claims, open_karmada)
         for n, f in futures.items():
             results[n] = f.result()
+    if shared["ready_timeout"] > 0:
+        wait_all_ready(open_karmada, shared["ready_timeout"], results)
     return dict(changed=ns_changed or any(r["applied"] for r in results.values()), members=results)
 
 
