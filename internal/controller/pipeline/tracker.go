@@ -213,11 +213,15 @@ func StartRuns(mgr ctrl.Manager, run *PlaybookRunner, clk *clock.PassiveClock, t
 	return t, mgr.Add(t)
 }
 
-// NewRunID names a run: sortable by time, unique by a random suffix.
+// NewRunID names a run: sortable by time to the millisecond, unique by a
+// random suffix. Two runs of one deployment can start within one second (an
+// interrupted run recorded and run again at once); with the time only to
+// the second, their random suffixes decided which one sorted as the newer.
 func NewRunID(now time.Time) string {
 	b := make([]byte, 2)
 	_, _ = rand.Read(b)
-	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+	now = now.UTC()
+	return fmt.Sprintf("%s-%03d-%s", now.Format("20060102-150405"), now.Nanosecond()/int(time.Millisecond), hex.EncodeToString(b))
 }
 
 // RunsDir is where a deployment's run directories live: one directory per
