@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kao-io/kao/internal/procfs"
 )
 
 // peakMemory is the most memory an operator process and its runs held,
@@ -93,24 +94,14 @@ func samplePeakMemory(t testing.TB, pid int) func() peakMemory {
 
 // descendants lists the processes below pid, from /proc.
 func descendants(pid int) []int {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	pids, _ := procfs.PIDs()
 	children := map[int][]int{}
-	for _, path := range stats {
-		data, err := os.ReadFile(path)
+	for _, p := range pids {
+		st, err := procfs.ReadStat(p)
 		if err != nil {
 			continue // it ended meanwhile
 		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(data, ')')
-		fields := strings.Fields(string(data[i+1:]))
-		if i < 0 || len(fields) < 2 {
-			continue
-		}
-		child, err1 := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-		parent, err2 := strconv.Atoi(fields[1])
-		if err1 == nil && err2 == nil {
-			children[parent] = append(children[parent], child)
-		}
+		children[st.PPID] = append(children[st.PPID], p)
 	}
 	var out []int
 	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
