@@ -71,6 +71,16 @@ IMAGE ?= kao-manager:dev
 image: artifacts ## Build the operator image, offline and reproducibly, as an OCI archive in _out/image (root: mmdebstrap).
 	go run ./hack/image -name $(IMAGE)
 
+# IMAGE_REGISTRY names the registry the control plane's images are named
+# under when `make images` loads them into containerd: your deployments'
+# spec.artifacts.imageRegistry. Pushing them with skopeo names the registry
+# anew (docs/containerized.md#images).
+IMAGE_REGISTRY ?= registry.kao.local
+
+.PHONY: images
+images: artifacts ## Build the Karmada control plane's images (Containerized mode, Pull members' agents) from the bundle as one OCI archive in _out/images.
+	go run ./hack/image -components -registry $(IMAGE_REGISTRY) -out _out/images
+
 .PHONY: manifests
 manifests: ## Generate CRDs, RBAC, the PrometheusRule and the Grafana dashboard into config/, and the chart's copies.
 	$(TOOLS) build controller-gen

@@ -40,6 +40,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kao-io/kao/internal/ociimage"
@@ -81,7 +82,21 @@ func run() error {
 		"Offline bundle to include (make artifacts); $KAO_ARTIFACTS_DIR when set.")
 	mirror := flag.String("mirror", "", "Debian mirror URL; the first of the machine's apt sources when empty.")
 	security := flag.String("security-mirror", "", "Debian security mirror URL; the mirror's sibling .../debian-security when empty.")
+	components := flag.Bool("components", false, "Build the Karmada control plane's images (Containerized mode, Pull members) from the bundle instead of the operator image, as one archive "+componentsArchive+" in -out.")
+	registry := flag.String("registry", "registry.kao.local", "With -components: the registry the images are named under for containerd (ctr images import); the archive's index names them without it.")
 	flag.Parse()
+	if *components {
+		if err := os.MkdirAll(*cache, 0o750); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return err
+		}
+		b := &builder{root: root, cache: *cache}
+		b.removeStaleTemps()
+		defer b.removeTemps()
+		return b.buildComponents(*registry, *artifacts, *out)
+	}
 	name, err := ociimage.ParseReference(*nameFlag)
 	if err != nil {
 		return err
@@ -96,11 +111,7 @@ func run() error {
 	b := &builder{root: root, cache: *cache, mirror: *mirror, security: *security}
 	b.removeStaleTemps()
 	b.pruneUnused(7 * 24 * time.Hour)
-	defer func() {
-		for _, f := range b.temps {
-			_ = os.Remove(f)
-		}
-	}()
+	defer b.removeTemps()
 	img, err := b.image(name, *artifacts)
 	if err != nil {
 		return err
@@ -122,6 +133,7 @@ func run() error {
 
 type builder struct {
 	root, cache, mirror, security string
+	mu                            sync.Mutex // guards temps
 	// temps are files to remove once the archive is written.
 	temps []string
 	// packages lists the Debian layer's packages, "name version" lines.
@@ -158,13 +170,22 @@ func (b *builder) pruneUnused(age time.Duration) {
 	}
 }
 
+// removeTemps removes the temporary files of this build.
+func (b *builder) removeTemps() {
+	for _, f := range b.temps {
+		_ = os.Remove(f)
+	}
+}
+
 // tempFile returns a new empty file in the cache, removed at the end.
 func (b *builder) tempFile(what string) (string, error) {
 	f, err := os.CreateTemp(b.cache, tempPrefix+what+"-")
 	if err != nil {
 		return "", err
 	}
+	b.mu.Lock()
 	b.temps = append(b.temps, f.Name())
+	b.mu.Unlock()
 	return f.Name(), f.Close()
 }
 

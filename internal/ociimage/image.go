@@ -42,7 +42,12 @@ type Config struct {
 
 // Image is an image to write: its layers, bottom first, and its config.
 type Image struct {
-	Name    Reference
+	Name Reference
+	// RefName names the image in an archive's index
+	// (org.opencontainers.image.ref.name, what skopeo's
+	// oci-archive:FILE:REF picks); default the tag. An archive of several
+	// images needs a distinct one per image, e.g. "karmada/karmada-agent:v1.18.1".
+	RefName string
 	Created time.Time
 	Config  Config
 	Layers  []Layer
@@ -94,9 +99,107 @@ type index struct {
 // same image gives the same bytes: the archive's entries are in a fixed order
 // with fixed times.
 func WriteArchive(dst string, img Image) (string, error) {
-	if img.Name.Path == "" || img.Name.Tag == "" {
-		return "", fmt.Errorf("image name %q: want [registry/]repository:tag", img.Name)
+	digests, err := WriteArchiveOf(dst, []Image{img})
+	if err != nil {
+		return "", err
 	}
+	return digests[0], nil
+}
+
+// WriteArchiveOf writes several images into one OCI archive, in the given
+// order, each blob stored once however many images share it. Each image is
+// named in the index by its RefName (skopeo's oci-archive:FILE:REF), default
+// its tag, and by its full name for containerd; two images may not share a
+// RefName. It returns the manifests' digests, in the order of imgs.
+func WriteArchiveOf(dst string, imgs []Image) ([]string, error) {
+	if len(imgs) == 0 {
+		return nil, fmt.Errorf("%s: no image to write", dst)
+	}
+	type blob struct {
+		path string
+		data []byte
+	}
+	var (
+		manifests []descriptor
+		blobs     []blob // configs and manifests, after the layers
+		layers    []Layer
+		refs      = map[string]bool{}
+		stored    = map[string]bool{} // an identical blob twice is stored once
+	)
+	for _, img := range imgs {
+		if img.Name.Path == "" || img.Name.Tag == "" {
+			return nil, fmt.Errorf("image name %q: want [registry/]repository:tag", img.Name)
+		}
+		ref := img.RefName
+		if ref == "" {
+			ref = img.Name.Tag
+		}
+		if refs[ref] {
+			return nil, fmt.Errorf("two images are named %q in %s", ref, dst)
+		}
+		refs[ref] = true
+		cfgJSON, manJSON, err := imageBlobs(img)
+		if err != nil {
+			return nil, err
+		}
+		manDesc := blobDescriptor(MediaTypeManifest, manJSON)
+		manDesc.Platform = &platform{Architecture: runtime.GOARCH, OS: "linux"}
+		manDesc.Annotations = map[string]string{
+			AnnotationRefName:        ref,
+			AnnotationContainerdName: img.Name.Normalized(),
+		}
+		manifests = append(manifests, manDesc)
+		for _, l := range img.Layers {
+			if !stored[l.Digest] {
+				stored[l.Digest] = true
+				layers = append(layers, l)
+			}
+		}
+		for _, b := range [][]byte{cfgJSON, manJSON} {
+			d := blobDescriptor("", b).Digest
+			if !stored[d] {
+				stored[d] = true
+				blobs = append(blobs, blob{blobPath(d), b})
+			}
+		}
+	}
+	idxJSON, err := json.Marshal(index{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: manifests})
+	if err != nil {
+		return nil, err
+	}
+
+	tmp := dst + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return nil, err
+	}
+	a := &archive{tw: tar.NewWriter(f), mtime: imgs[0].Created}
+	a.dir("blobs/")
+	a.dir("blobs/sha256/")
+	for _, l := range layers {
+		a.layer(l)
+	}
+	for _, b := range blobs {
+		a.file(b.path, b.data)
+	}
+	a.file("index.json", idxJSON)
+	a.file("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
+	if err := firstErr(a.err, a.tw.Close(), f.Close()); err != nil {
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("writing %s: %w", dst, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return nil, err
+	}
+	digests := make([]string, len(manifests))
+	for i, m := range manifests {
+		digests[i] = m.Digest
+	}
+	return digests, nil
+}
+
+// imageBlobs returns img's config and manifest as they are stored.
+func imageBlobs(img Image) (cfgJSON, manJSON []byte, err error) {
 	cfg := imageConfig{
 		Created:      img.Created.UTC().Format(time.RFC3339),
 		Architecture: runtime.GOARCH,
@@ -109,58 +212,16 @@ func WriteArchive(dst string, img Image) (string, error) {
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.DiffID)
 		layers = append(layers, descriptor{MediaType: MediaTypeLayer, Digest: l.Digest, Size: l.Size})
 	}
-	cfgJSON, err := json.Marshal(cfg)
-	if err != nil {
-		return "", err
+	if cfgJSON, err = json.Marshal(cfg); err != nil {
+		return nil, nil, err
 	}
-	man := manifest{
+	manJSON, err = json.Marshal(manifest{
 		SchemaVersion: 2,
 		MediaType:     MediaTypeManifest,
 		Config:        blobDescriptor(MediaTypeConfig, cfgJSON),
 		Layers:        layers,
-	}
-	manJSON, err := json.Marshal(man)
-	if err != nil {
-		return "", err
-	}
-	manDesc := blobDescriptor(MediaTypeManifest, manJSON)
-	manDesc.Platform = &platform{Architecture: runtime.GOARCH, OS: "linux"}
-	manDesc.Annotations = map[string]string{
-		AnnotationRefName:        img.Name.Tag,
-		AnnotationContainerdName: img.Name.Normalized(),
-	}
-	idxJSON, err := json.Marshal(index{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: []descriptor{manDesc}})
-	if err != nil {
-		return "", err
-	}
-
-	tmp := dst + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return "", err
-	}
-	a := &archive{tw: tar.NewWriter(f), mtime: img.Created}
-	a.dir("blobs/")
-	a.dir("blobs/sha256/")
-	stored := map[string]bool{}
-	for _, l := range img.Layers {
-		if !stored[l.Digest] { // an identical layer twice is stored once
-			stored[l.Digest] = true
-			a.layer(l)
-		}
-	}
-	a.file(blobPath(man.Config.Digest), cfgJSON)
-	a.file(blobPath(manDesc.Digest), manJSON)
-	a.file("index.json", idxJSON)
-	a.file("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
-	if err := firstErr(a.err, a.tw.Close(), f.Close()); err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("writing %s: %w", dst, err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return "", err
-	}
-	return manDesc.Digest, nil
+	})
+	return cfgJSON, manJSON, err
 }
 
 // archive writes the entries of an OCI archive, keeping the first error.

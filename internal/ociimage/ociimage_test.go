@@ -225,3 +225,60 @@ func TestParseReference(t *testing.T) {
 		}
 	}
 }
+
+func TestArchiveOfSeveralImages(t *testing.T) {
+	shared := layerOf(t, tree(t, 0o644))
+	own := layerOf(t, tree(t, 0o600))
+	var imgs []Image
+	for _, n := range []string{"registry.test/etcd:3.6.6-0", "registry.test/karmada/karmada-agent:v1.18.1"} {
+		name, err := ParseReference(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		imgs = append(imgs, Image{Name: name, RefName: strings.TrimPrefix(n, "registry.test/"), Layers: []Layer{shared}})
+	}
+	imgs[1].Layers = append(imgs[1].Layers, own)
+	dst := filepath.Join(t.TempDir(), "images.tar")
+	digests, err := WriteArchiveOf(dst, imgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	count := map[string]int{}
+	for _, e := range readTar(t, strings.NewReader(string(data))) {
+		files[e.hdr.Name] = e.data
+		count[e.hdr.Name]++
+	}
+	if count[blobPath(shared.Digest)] != 1 || count[blobPath(own.Digest)] != 1 {
+		t.Errorf("layers stored %d and %d times, want once each", count[blobPath(shared.Digest)], count[blobPath(own.Digest)])
+	}
+	var idx index
+	if err := json.Unmarshal(files["index.json"], &idx); err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Manifests) != 2 || len(digests) != 2 {
+		t.Fatalf("index: %s", files["index.json"])
+	}
+	for i, want := range []string{"etcd:3.6.6-0", "karmada/karmada-agent:v1.18.1"} {
+		m := idx.Manifests[i]
+		if m.Digest != digests[i] || m.Annotations[AnnotationRefName] != want ||
+			m.Annotations[AnnotationContainerdName] != "registry.test/"+want {
+			t.Errorf("manifest %d: %+v", i, m)
+		}
+		var man manifest
+		if err := json.Unmarshal(files[blobPath(m.Digest)], &man); err != nil {
+			t.Fatal(err)
+		}
+		if len(man.Layers) != i+1 || files[blobPath(man.Config.Digest)] == nil {
+			t.Errorf("manifest %d has %d layers, config present %v", i, len(man.Layers), files[blobPath(man.Config.Digest)] != nil)
+		}
+	}
+	imgs[1].RefName = imgs[0].RefName
+	if _, err := WriteArchiveOf(dst, imgs); err == nil || !strings.Contains(err.Error(), "two images are named") {
+		t.Errorf("two images of one name: %v", err)
+	}
+}
