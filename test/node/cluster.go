@@ -42,15 +42,29 @@ type Cluster struct {
 	startup time.Duration
 }
 
-// binaries are the programs a cluster runs.
+// binaries are the programs a cluster runs; coreDNS runs in a pod, from
+// CoreDNSImage.
 type binaries struct {
 	etcd, apiServer, controllerManager, kubectl string
 	scheduler, kubelet, proxy                   string
+	coreDNS                                     string
 }
 
-// up creates a cluster: a free index, its network and processes, until the
-// node is Ready. If it fails, what it created stays recorded for teardown.
-func up(ctx context.Context, opts Options, bins binaries, pause string, logf func(string, ...any)) (*Cluster, error) {
+// imageArchives are the image archives a cluster imports before its
+// kubelet starts.
+type imageArchives struct {
+	// pause is the sandbox image's, imported as soon as containerd runs.
+	pause string
+	// coreDNS waits for the cluster DNS's archive, written in the
+	// background, and returns its path; it is imported while the control
+	// plane starts.
+	coreDNS func() (string, error)
+}
+
+// up creates a cluster: a free index, its network, processes and cluster
+// DNS, until the node is Ready and the DNS answers. If it fails, what it
+// created stays recorded for teardown.
+func up(ctx context.Context, opts Options, bins binaries, images imageArchives, logf func(string, ...any)) (*Cluster, error) {
 	if err := os.MkdirAll(opts.StateRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the state root: %w", err)
 	}
@@ -61,7 +75,7 @@ func up(ctx context.Context, opts Options, bins binaries, pause string, logf fun
 	}
 	c.bins = bins
 	start := time.Now()
-	if err := c.create(ctx, pause); err != nil {
+	if err := c.create(ctx, images); err != nil {
 		return c, err
 	}
 	c.startup = time.Since(start)
@@ -147,8 +161,9 @@ func reapOrphans(ctx context.Context, root string, logf func(string, ...any)) {
 func (c *Cluster) save() error { return saveState(string(c.l), c.st) }
 
 // create writes the certificates and configs, creates the node's network
-// and starts the processes in order, waiting for each stage.
-func (c *Cluster) create(ctx context.Context, pause string) error {
+// and starts the processes in order, waiting for each stage, and installs
+// the cluster DNS.
+func (c *Cluster) create(ctx context.Context, images imageArchives) error {
 	l, a, node := c.l, c.a, nodeName(c.idx)
 	for _, d := range machineDirs() {
 		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
@@ -200,9 +215,17 @@ func (c *Cluster) create(ctx context.Context, pause string) error {
 	}); err != nil {
 		return err
 	}
-	if err := c.ImportImage(pause); err != nil {
+	if err := c.ImportImage(images.pause); err != nil {
 		return err
 	}
+	dnsImported := background(func() error {
+		archive, err := images.coreDNS()
+		if err != nil {
+			return err
+		}
+		return c.ImportImage(archive)
+	})
+	defer func() { _ = dnsImported() }()
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -213,7 +236,21 @@ func (c *Cluster) create(ctx context.Context, pause string) error {
 	}); err != nil {
 		return err
 	}
+	// The API server creates kube-system soon after it is ready.
+	if err := c.waitFor(ctx, time.Minute, "namespace kube-system", l.log("kube-apiserver"), func() (bool, error) {
+		_, err := client.CoreV1().Namespaces().Get(ctx, dnsNamespace, metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return err
+	}
+	if err := installDNS(ctx, client, a); err != nil {
+		return err
+	}
 	if err := c.startControllers(); err != nil {
+		return err
+	}
+	// The cluster DNS's pod must find its image.
+	if err := dnsImported(); err != nil {
 		return err
 	}
 	if err := c.startNode(); err != nil {
@@ -239,10 +276,13 @@ func (c *Cluster) create(ctx context.Context, pause string) error {
 		return err
 	}
 	// Pods need their namespace's default service account.
-	return c.waitFor(ctx, time.Minute, "the default service account", l.log("kube-controller-manager"), func() (bool, error) {
+	if err := c.waitFor(ctx, time.Minute, "the default service account", l.log("kube-controller-manager"), func() (bool, error) {
 		_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
-	})
+	}); err != nil {
+		return err
+	}
+	return c.waitForDNS(ctx, client)
 }
 
 // startControlPlane starts etcd and kube-apiserver in the node's network
@@ -610,6 +650,14 @@ func (c *Cluster) PodCIDR() string { return c.a.Pods.String() }
 // ServiceCIDR returns the Service cluster IP range.
 func (c *Cluster) ServiceCIDR() string { return c.a.Services.String() }
 
+// DNSServiceIP returns the cluster IP of the cluster DNS (the Service
+// kube-system/kube-dns): the nameserver in the pods' resolv.conf, for the
+// cluster domain DNSDomain.
+func (c *Cluster) DNSServiceIP() string { return c.a.DNSService.String() }
+
+// DNSDomain returns the cluster domain, cluster.local.
+func (c *Cluster) DNSDomain() string { return dnsDomain }
+
 // Dir returns the cluster's directory: certificates, configs and, in logs/,
 // every component's log.
 func (c *Cluster) Dir() string { return string(c.l) }
@@ -619,7 +667,8 @@ func (c *Cluster) Dir() string { return string(c.l) }
 func (c *Cluster) LogPath(component string) string { return c.l.log(component) }
 
 // StartupDuration returns how long the cluster took to come up, from
-// writing its certificates until the node was Ready.
+// writing its certificates until the node was Ready and the cluster DNS
+// answered.
 func (c *Cluster) StartupDuration() time.Duration { return c.startup }
 
 // Kubectl returns an unstarted kubectl command against the cluster.

@@ -19,7 +19,8 @@ const (
 	DefaultSubnetPool = "10.214.0.0/16"
 
 	// DefaultStartTimeout bounds Start: from the first process until the node
-	// is Ready and the cluster's default service account exists.
+	// is Ready, the cluster's default service account exists and the
+	// cluster DNS answers.
 	DefaultStartTimeout = 3 * time.Minute
 
 	// EnvStateRoot overrides DefaultStateRoot.
@@ -31,13 +32,18 @@ const (
 	// imported before the kubelet starts.
 	PauseImage = "kao.test/pause:1"
 
+	// CoreDNSImage is the cluster DNS's image, written around the coredns
+	// tool set's binary and imported before the kubelet starts.
+	CoreDNSImage = "kao.test/coredns:1"
+
 	// apiServerPort is the API server's port on the node address.
 	apiServerPort = 6443
 	// kubeletPort is the kubelet's port on the node address.
 	kubeletPort = 10250
 	// maxClusters bounds cluster indexes: a /16 pool holds 64 /22s.
 	maxClusters = 64
-	// dnsDomain is the cluster domain the service account issuer names.
+	// dnsDomain is the cluster domain: the kubelet's clusterDomain, the
+	// cluster DNS's zone and the domain the service account issuer names.
 	dnsDomain = "cluster.local"
 )
 
@@ -80,10 +86,13 @@ type addresses struct {
 	// Pods is the CNI bridge's subnet; its .1 is the bridge (the pods' gateway).
 	Pods netip.Prefix
 	// Services is the service cluster IP range; its .1 is the kubernetes
-	// Service.
+	// Service, its .10 the kube-dns Service (as kubeadm picks them).
 	Services netip.Prefix
 	// APIService is the kubernetes Service's cluster IP.
 	APIService netip.Addr
+	// DNSService is the kube-dns Service's cluster IP: the kubelet's
+	// clusterDNS, the nameserver of the pods' resolv.conf.
+	DNSService netip.Addr
 }
 
 func addressesFor(pool netip.Prefix, idx int) (addresses, error) {
@@ -99,6 +108,7 @@ func addressesFor(pool netip.Prefix, idx int) (addresses, error) {
 		Pods:       netip.PrefixFrom(at(256), 24),
 		Services:   netip.PrefixFrom(at(512), 24),
 		APIService: at(513),
+		DNSService: at(522),
 	}, nil
 }
 

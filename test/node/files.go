@@ -220,6 +220,9 @@ authorization:
   mode: Webhook
 podLogsDir: %s
 resolvConf: ""
+clusterDNS:
+- %s
+clusterDomain: %s
 rotateCertificates: false
 serverTLSBootstrap: false
 imageGCHighThresholdPercent: 100
@@ -230,7 +233,7 @@ evictionHard:
   imagefs.available: 1%%
   nodefs.inodesFree: 1%%
 `, l.containerdSocket(), a.Node, kubeletPort, l.pki("kubelet-serving.crt"), l.pki("kubelet-serving.key"),
-		l.pki("ca.crt"), l.podLogs())
+		l.pki("ca.crt"), l.podLogs(), a.DNSService, dnsDomain)
 	return writeFile(l.path("kubelet.yaml"), cfg)
 }
 

@@ -24,6 +24,8 @@ type Image struct {
 	Args []string
 	// Env are KEY=VALUE pairs of the image's environment.
 	Env []string
+	// User is "uid:gid", numeric, the program runs as; empty is root.
+	User string
 }
 
 // WriteImage writes img as an OCI archive at path (internal/ociimage), as
@@ -56,9 +58,25 @@ func WriteImage(img Image, path string) error {
 			Cmd:        img.Args,
 			Env:        append([]string{"PATH=/"}, img.Env...),
 			WorkingDir: "/",
+			User:       img.User,
 		},
 	})
 	return err
+}
+
+// background runs f in a goroutine and returns a function that waits for
+// it and returns its error, as often as it is called.
+func background(f func() error) func() error {
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = f()
+	}()
+	return func() error {
+		<-done
+		return err
+	}
 }
 
 // BuildProgram builds a Go main package of this module (e.g.

@@ -83,7 +83,15 @@ func Up(ctx context.Context, opts Options, logf func(format string, args ...any)
 	if err != nil {
 		return nil, fmt.Errorf("building the pause image: %w", err)
 	}
-	c, err := up(ctx, opts, bins, pause, logf)
+	// Compressing CoreDNS's 50 MB takes a second: the image is written
+	// while the cluster starts, and finished before its directory goes.
+	dnsArchive := filepath.Join(images, "coredns.oci.tar")
+	dnsWritten := background(func() error { return writeCoreDNSImage(bins.coreDNS, dnsArchive) })
+	defer func() { _ = dnsWritten() }()
+	c, err := up(ctx, opts, bins, imageArchives{
+		pause:   pause,
+		coreDNS: func() (string, error) { return dnsArchive, dnsWritten() },
+	}, logf)
 	if err != nil && c != nil {
 		if dir, kerr := keepLogs(c); kerr == nil {
 			err = fmt.Errorf("%w (the cluster's logs are kept in %s)", err, dir)
@@ -101,17 +109,21 @@ func Up(ctx context.Context, opts Options, logf func(format string, args ...any)
 }
 
 // findBinaries locates the control plane in the envtest assets (the
-// kubernetes and etcd tool sets) and the node in the kubernetes-node set.
+// kubernetes and etcd tool sets), the node in the kubernetes-node set and
+// the cluster DNS in the coredns set.
 func findBinaries() (binaries, error) {
 	assets, err := testenv.AssetsDir()
 	if err != nil {
 		return binaries{}, err
 	}
-	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "tools.sh"), "dir", "kubernetes-node").Output()
+	nodeDir, err := toolDir("kubernetes-node")
 	if err != nil {
-		return binaries{}, fmt.Errorf("locating the kubernetes-node tool set: %w", err)
+		return binaries{}, err
 	}
-	nodeDir := strings.TrimSpace(string(out))
+	dnsDir, err := toolDir("coredns")
+	if err != nil {
+		return binaries{}, err
+	}
 	b := binaries{
 		etcd:              filepath.Join(assets, "etcd"),
 		apiServer:         filepath.Join(assets, "kube-apiserver"),
@@ -120,6 +132,7 @@ func findBinaries() (binaries, error) {
 		scheduler:         filepath.Join(nodeDir, "kube-scheduler"),
 		kubelet:           filepath.Join(nodeDir, "kubelet"),
 		proxy:             filepath.Join(nodeDir, "kube-proxy"),
+		coreDNS:           filepath.Join(dnsDir, "coredns"),
 	}
 	for _, p := range []string{b.etcd, b.apiServer, b.controllerManager, b.kubectl} {
 		if _, err := os.Stat(p); err != nil {
@@ -131,7 +144,19 @@ func findBinaries() (binaries, error) {
 			return b, fmt.Errorf("%s not found: run `make tools` (or hack/tools.sh build kubernetes-node)", p)
 		}
 	}
+	if _, err := os.Stat(b.coreDNS); err != nil {
+		return b, fmt.Errorf("%s not found: run `make tools` (or hack/tools.sh build coredns)", b.coreDNS)
+	}
 	return b, nil
+}
+
+// toolDir returns the bin directory of a tool set (hack/tools.sh dir SET).
+func toolDir(set string) (string, error) {
+	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "tools.sh"), "dir", set).Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the %s tool set: %w", set, err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // checkMachine says what this machine lacks to run the node, or nil.
@@ -163,7 +188,9 @@ func checkMachine() error {
 }
 
 // keepLogs copies the cluster's logs to a new directory under the system's
-// temporary directory, which outlives the cluster, and returns its path.
+// temporary directory, which outlives the cluster, and returns its path:
+// the components' logs, and the containers' logs (the cluster DNS's among
+// them) as pod_NS_POD_UID_CONTAINER_N.log.
 func keepLogs(c *Cluster) (string, error) {
 	dir, err := os.MkdirTemp("", "kao-node-logs-")
 	if err != nil {
@@ -173,12 +200,20 @@ func keepLogs(c *Cluster) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, src := range logs {
+	pods, err := filepath.Glob(filepath.Join(c.l.podLogs(), "*", "*", "*.log"))
+	if err != nil {
+		return "", err
+	}
+	for _, src := range append(logs, pods...) {
+		name := filepath.Base(src)
+		if rel, err := filepath.Rel(c.l.podLogs(), src); err == nil && !strings.HasPrefix(rel, "..") {
+			name = "pod_" + strings.ReplaceAll(rel, string(filepath.Separator), "_")
+		}
 		data, err := os.ReadFile(src)
 		if err != nil {
 			return "", err
 		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(src)), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return "", err
 		}
 	}
