@@ -33,13 +33,7 @@ func TestNodeRunsADeploymentBehindAService(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	archive, err := node.BuildImage(ctx, "./test/node/cmd/echo", node.Image{Name: echoImage}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ImportImage(archive); err != nil {
-		t.Fatal(err)
-	}
+	importEcho(ctx, t, c)
 	client, err := kubernetes.NewForConfig(c.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +147,19 @@ func TestNodeRunsADeploymentBehindAService(t *testing.T) {
 		}
 	}
 	t.Logf("test body done %s after the start of the test", time.Since(testStart).Round(10*time.Millisecond))
+}
+
+// importEcho builds echoImage from test/node/cmd/echo and imports it into
+// the node.
+func importEcho(ctx context.Context, t *testing.T, c *node.Cluster) {
+	t.Helper()
+	archive, err := node.BuildImage(ctx, "./test/node/cmd/echo", node.Image{Name: echoImage}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ImportImage(archive); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // poll checks cond every 250ms until it holds, failing the test with cond's
