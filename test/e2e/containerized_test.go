@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
@@ -409,6 +410,14 @@ func podNames(t testing.TB, hc *hostcluster.Cluster, component string) []string 
 // allow fails the run.
 func hostClusterKubeconfig(t testing.TB, hc *hostcluster.Cluster) []byte {
 	t.Helper()
+	return serviceAccountKubeconfig(t, hc.Client, hc.Kubeconfig)
+}
+
+// serviceAccountKubeconfig binds config/rbac-host-cluster in the cluster of
+// client and returns admin (a kubeconfig of that cluster) with a token of
+// its ServiceAccount instead of admin's credentials.
+func serviceAccountKubeconfig(t testing.TB, client kubernetes.Interface, admin []byte) []byte {
+	t.Helper()
 	ctx := context.Background()
 	dir := filepath.Join(testenv.RepoRoot(), "config", "rbac-host-cluster")
 	role, binding := &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{}
@@ -425,25 +434,25 @@ func hostClusterKubeconfig(t testing.TB, hc *hostcluster.Cluster) []byte {
 		t.Fatalf("%s/role_binding.yaml binds %+v, want one ServiceAccount", dir, binding.Subjects)
 	}
 	sa := binding.Subjects[0]
-	if _, err := hc.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hc.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hc.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sa.Namespace}}, metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sa.Namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hc.Client.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx,
+	if _, err := client.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx,
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa.Name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := hc.Client.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name,
+	tr, err := client.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.Load(hc.Kubeconfig)
+	cfg, err := clientcmd.Load(admin)
 	if err != nil {
 		t.Fatal(err)
 	}
