@@ -9,17 +9,14 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/internal/testenv"
-	"github.com/kao-io/kao/test/hostcluster"
 	"github.com/kao-io/kao/test/members"
 )
 
 // containerizedMember is the member cluster that joins the Containerized
-// control plane for its estimator. The test kubelet serves one estimator:
-// the estimator listens on every address of its pod, and the kubelet's pods
-// share this machine's network.
+// control plane for its estimator.
 const containerizedMember = "edge"
 
 // containerizedAddonWorkloads are the Deployments (and Secrets, and for all
@@ -27,15 +24,17 @@ const containerizedMember = "edge"
 var containerizedAddonWorkloads = []string{"karmada-search", "karmada-metrics-adapter", "karmada-descheduler",
 	"karmada-scheduler-estimator-" + containerizedMember}
 
-// containerizedAddonImages are the addons' images, from the addons' tools.
-func containerizedAddonImages(t testing.TB) map[string]hostcluster.Image {
-	t.Helper()
-	dir := testenv.ToolDir(t, "karmada-addons")
-	out := map[string]hostcluster.Image{}
-	for _, name := range []string{"karmada-search", "karmada-metrics-adapter", "karmada-descheduler", "karmada-scheduler-estimator"} {
-		out["karmada/"+name] = hostcluster.Image{Dir: dir, Tag: "v1.18.1"}
-	}
-	return out
+// addonTarget is where containerizedAddons finds the control plane.
+type addonTarget struct {
+	client    kubernetes.Interface
+	namespace string
+	// memberAddress is where the member's API server listens: an address
+	// of this machine that the estimator's pod reaches ("" is loopback).
+	memberAddress string
+	// schedulerLogs returns karmada-scheduler's log.
+	schedulerLogs func() string
+	// diagnose describes the pods' state for a failed run.
+	diagnose func() string
 }
 
 // containerizedAddons joins a member and enables every addon of a running
@@ -47,9 +46,9 @@ func containerizedAddonImages(t testing.TB) map[string]hostcluster.Image {
 // karmada-apiserver's Service (its log says so only once the mutual-TLS
 // gRPC connection is up). A second change disables every addon, and the
 // run removes their workloads, Secrets, Services and registrations.
-func containerizedAddons(t *testing.T, hc *hostcluster.Cluster, kubelet *hostcluster.Kubelet, kd *kaov1.KarmadaDeployment, kubectl func(args ...string) string) {
+func containerizedAddons(t *testing.T, at addonTarget, kd *kaov1.KarmadaDeployment, kubectl func(args ...string) string) {
 	ctx := context.Background()
-	member := members.Start(t, 1, members.Options{})[0]
+	member := members.Start(t, 1, members.Options{Address: at.memberAddress})[0]
 	createSecret(t, kd.Namespace, "edge-kubeconfig", map[string][]byte{"kubeconfig": member.Kubeconfig})
 
 	start := time.Now()
@@ -61,7 +60,7 @@ func containerizedAddons(t *testing.T, hc *hostcluster.Cluster, kubelet *hostclu
 	})
 	enabled := waitForNextRun(t, kd, prev, 8*time.Minute)
 	if last := enabled.Status.LastRun; last.Result != kaov1.RunSucceeded {
-		t.Fatalf("the run joining a member and enabling the addons failed: %+v\nkubelet errors: %v", last, kubelet.Errors())
+		t.Fatalf("the run joining a member and enabling the addons failed: %+v\n%s", last, at.diagnose())
 	}
 	t.Logf("the run joining a member and enabling every addon took %s", time.Since(start).Round(time.Second))
 
@@ -80,7 +79,7 @@ func containerizedAddons(t *testing.T, hc *hostcluster.Cluster, kubelet *hostclu
 	// The workloads in the host cluster; karmada-scheduler calls the
 	// estimators.
 	for _, name := range containerizedAddonWorkloads {
-		d, err := hc.Client.AppsV1().Deployments(containerizedNamespace).Get(ctx, name, metav1.GetOptions{})
+		d, err := at.client.AppsV1().Deployments(at.namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("the addon's Deployment: %v", err)
 			continue
@@ -89,7 +88,7 @@ func containerizedAddons(t *testing.T, hc *hostcluster.Cluster, kubelet *hostclu
 			t.Errorf("Deployment %s: labels %v, %d replicas ready", name, d.Labels, d.Status.ReadyReplicas)
 		}
 	}
-	sched, err := hc.Client.AppsV1().Deployments(containerizedNamespace).Get(ctx, "karmada-scheduler", metav1.GetOptions{})
+	sched, err := at.client.AppsV1().Deployments(at.namespace).Get(ctx, "karmada-scheduler", metav1.GetOptions{})
 	if err != nil || !slices.Contains(sched.Spec.Template.Spec.Containers[0].Command, "--enable-scheduler-estimator=true") {
 		t.Errorf("karmada-scheduler's Deployment does not call the estimators: %v", err)
 	}
@@ -102,13 +101,13 @@ func containerizedAddons(t *testing.T, hc *hostcluster.Cluster, kubelet *hostclu
 	if out := kubectl("get", "--raw", "/apis/metrics.k8s.io/v1beta1"); !strings.Contains(out, `"pods"`) {
 		t.Errorf("metrics.k8s.io through karmada-apiserver: %s", out)
 	}
-	want := "karmada-scheduler-estimator-" + containerizedMember + "." + containerizedNamespace + ".svc.cluster.local"
+	want := "karmada-scheduler-estimator-" + containerizedMember + "." + at.namespace + ".svc.cluster.local"
 	if out := kubectl("get", "service", "-n", "karmada-system", "karmada-scheduler-estimator-"+containerizedMember,
 		"-o", "jsonpath={.spec.type} {.spec.externalName}"); out != "ExternalName "+want {
 		t.Errorf("the estimator's Service in karmada-apiserver is %q, want an ExternalName for %s", out, want)
 	}
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
-		logs := kubelet.PodLogs("karmada-scheduler")
+		logs := at.schedulerLogs()
 		if strings.Contains(logs, "of cluster("+containerizedMember+") has been established") {
 			break
 		}
@@ -128,15 +127,15 @@ func containerizedAddons(t *testing.T, hc *hostcluster.Cluster, kubelet *hostclu
 	}
 	t.Logf("the run disabling every addon took %s", time.Since(start).Round(time.Second))
 	selector := metav1.ListOptions{LabelSelector: "kao.io/addon"}
-	deployments, err := hc.Client.AppsV1().Deployments(containerizedNamespace).List(ctx, selector)
+	deployments, err := at.client.AppsV1().Deployments(at.namespace).List(ctx, selector)
 	if err != nil {
 		t.Fatal(err)
 	}
-	services, err := hc.Client.CoreV1().Services(containerizedNamespace).List(ctx, selector)
+	services, err := at.client.CoreV1().Services(at.namespace).List(ctx, selector)
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets, err := hc.Client.CoreV1().Secrets(containerizedNamespace).List(ctx, selector)
+	secrets, err := at.client.CoreV1().Secrets(at.namespace).List(ctx, selector)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +150,7 @@ func containerizedAddons(t *testing.T, hc *hostcluster.Cluster, kubelet *hostclu
 	if out := kubectl("get", "services", "-n", "karmada-system", "-l", "app.kubernetes.io/name=karmada-scheduler-estimator", "-o", "name"); out != "" {
 		t.Errorf("the estimators' Services are left in karmada-apiserver: %s", out)
 	}
-	sched, err = hc.Client.AppsV1().Deployments(containerizedNamespace).Get(ctx, "karmada-scheduler", metav1.GetOptions{})
+	sched, err = at.client.AppsV1().Deployments(at.namespace).Get(ctx, "karmada-scheduler", metav1.GetOptions{})
 	if err != nil || slices.Contains(sched.Spec.Template.Spec.Containers[0].Command, "--enable-scheduler-estimator=true") {
 		t.Errorf("karmada-scheduler still calls the estimators: %v", err)
 	}
@@ -160,7 +159,7 @@ func containerizedAddons(t *testing.T, hc *hostcluster.Cluster, kubelet *hostclu
 			return slices.Contains(addonComponents, c.Name)
 		})
 	})
-	if _, err := hc.Client.CoreV1().Secrets(containerizedNamespace).Get(ctx, "karmada-scheduler-estimator-"+containerizedMember+"-certs",
+	if _, err := at.client.CoreV1().Secrets(at.namespace).Get(ctx, "karmada-scheduler-estimator-"+containerizedMember+"-certs",
 		metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the estimator's Secret with the member's credentials is still there: %v", err)
 	}

@@ -2,15 +2,23 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -30,16 +38,21 @@ const (
 	// an air-gapped data centre's registry would serve them.
 	podsRegistry  = "registry.kao.test"
 	podsNamespace = "karmada-pods"
+	// podsStorageClass holds static local volumes, as a data centre without
+	// a dynamic provisioner has (localVolumes).
+	podsStorageClass = "kao-local"
 )
 
-// TestContainerizedOnRealPods installs a Containerized control plane whose
-// every component runs as a real container on a real node (test/node: a
-// kubelet with containerd and runc, kube-proxy, CoreDNS), from the images
-// `make images` builds out of the offline bundle, with nothing pulled. Then
-// a stock client uses it as a user would: `karmadactl join` of a member
+// TestContainerizedOnRealPods installs a Containerized control plane on
+// Karmada v1.17.1 whose every component runs as a real container on a real
+// node (test/node: a kubelet with containerd and runc, kube-proxy, CoreDNS),
+// from the images `make images` builds out of the offline bundle, with
+// nothing pulled, and upgrades it to v1.18.1. Then a stock client uses it as
+// a user would: `karmadactl join` of a member
 // outside kao, a Deployment propagated to it by a PropagationPolicy, an
-// invalid policy refused by karmada-webhook, `karmadactl unjoin`. Deleting
-// the deployment removes every pod and object kao made.
+// invalid policy refused by karmada-webhook, `karmadactl unjoin`; a member
+// joined through kao with every addon enabled, then disabled. Deleting the
+// deployment removes every pod and object kao made.
 func TestContainerizedOnRealPods(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
@@ -62,23 +75,8 @@ func TestContainerizedOnRealPods(t *testing.T) {
 	stateDir := startOperator(t, ns)
 	hostKubeconfig := serviceAccountKubeconfig(t, client, flatKubeconfig(t, c.Kubeconfig()))
 	createSecret(t, ns, "host-cluster", map[string][]byte{"kubeconfig": hostKubeconfig})
-	kd := &kaov1.KarmadaDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: ns},
-		Spec: kaov1.KarmadaDeploymentSpec{
-			Mode:      kaov1.ContainerizedMode,
-			Version:   "v1.18.1",
-			Artifacts: kaov1.ArtifactsSpec{ImageRegistry: podsRegistry},
-			HostCluster: &kaov1.HostClusterSpec{
-				KubeconfigSecretRef: &kaov1.SecretKeyReference{Name: "host-cluster", Key: "kubeconfig"},
-				Namespace:           podsNamespace,
-			},
-			APIServer: kaov1.APIServerSpec{ServiceType: kaov1.NodePortService},
-			Etcd: kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{
-				Replicas: ptr.To(int32(3)),
-				Storage:  kaov1.EtcdStorage{Type: kaov1.EmptyDirStorage},
-			}},
-		},
-	}
+	localVolumes(t, c, client, podsStorageClass, 3)
+	kd := podsDeployment(ns, "pods", "host-cluster", "v1.17.1")
 	phase = time.Now()
 	if err := k8s.Create(ctx, kd); err != nil {
 		t.Fatal(err)
@@ -93,15 +91,17 @@ func TestContainerizedOnRealPods(t *testing.T) {
 
 	// Every component is a container that containerd runs from the image
 	// kao named, Ready by its own probes.
-	checkRealPods(t, client, map[string]string{
-		"karmada-etcd":                 podsRegistry + "/etcd:3.6.6-0",
-		"karmada-apiserver":            podsRegistry + "/kube-apiserver:v1.35.4",
-		"karmada-aggregated-apiserver": podsRegistry + "/karmada/karmada-aggregated-apiserver:v1.18.1",
-		"kube-controller-manager":      podsRegistry + "/kube-controller-manager:v1.35.4",
-		"karmada-controller-manager":   podsRegistry + "/karmada/karmada-controller-manager:v1.18.1",
-		"karmada-scheduler":            podsRegistry + "/karmada/karmada-scheduler:v1.18.1",
-		"karmada-webhook":              podsRegistry + "/karmada/karmada-webhook:v1.18.1",
-	}, map[string]int{"karmada-etcd": 3})
+	checkRealPods(t, client, podImages("v1.17.1"), map[string]int{"karmada-etcd": 3})
+
+	// The upgrades to v1.18.1, karmada-scheduler first and then the rest,
+	// roll real Deployments onto the v1.18.1 images one after the other,
+	// each gated by its new pods' probes. kao cannot reach the managed etcd
+	// of a remote host cluster for the snapshot it takes first, so the
+	// upgrades go without one, as kao.io/upgrade-without-backup allows.
+	phase = time.Now()
+	ready = upgradeContainerized(t, client, ready, stateDir, true)
+	t.Logf("STEP %-50s %6.1fs", "two upgrades to v1.18.1", time.Since(phase).Seconds())
+	checkRealPods(t, client, podImages("v1.18.1"), map[string]int{"karmada-etcd": 3})
 	if msg := conditionMessage(ready, kaov1.EtcdHealthyCondition); !strings.Contains(msg, "3/3 members") {
 		t.Errorf("EtcdHealthy: %q", msg)
 	}
@@ -122,11 +122,198 @@ func TestContainerizedOnRealPods(t *testing.T) {
 	stockClientCheck(t, c, ready, kubectl)
 	t.Logf("STEP %-50s %6.1fs", "karmadactl join, propagation, webhook, unjoin", time.Since(phase).Seconds())
 
+	// A certificate rotation re-issues every leaf; the Secrets change, and
+	// with them each pod template's hash: every pod is replaced, and
+	// karmada-apiserver serves its new certificate at the node port.
+	phase = time.Now()
+	servedBefore := servedSerial(t, ready)
+	podsBefore := podUIDs(t, client)
+	prev := get(t, kd).Status.LastRun.ID
+	changeDeployment(t, kd, func(kd *kaov1.KarmadaDeployment) {
+		kd.Annotations = map[string]string{kaov1.RotateCertificatesAnnotation: "pods-rotation"}
+	})
+	rotated := waitForNextRun(t, kd, prev, 6*time.Minute)
+	if rotated.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the rotation's run failed: %+v", rotated.Status.LastRun)
+	}
+	ready = waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	if r := ready.Status.CertificateRenewal; r == nil || r.RotationRequest != "pods-rotation" {
+		t.Errorf("status.certificateRenewal does not record the rotation: %+v", r)
+	}
+	if servedSerial(t, ready) == servedBefore {
+		t.Error("karmada-apiserver serves the same certificate after the rotation")
+	}
+	for name, uids := range podUIDs(t, client) {
+		for _, uid := range uids {
+			if slices.Contains(podsBefore[name], uid) {
+				t.Errorf("%s's pod %s was not replaced by the rotation", name, uid)
+			}
+		}
+	}
+	kubectl = karmadaKubectl(t, ready)
+	if out := kubectl("get", "--raw", "/readyz"); strings.TrimSpace(out) != "ok" {
+		t.Errorf("/readyz with the rotated kubeconfig: %s", out)
+	}
+	t.Logf("STEP %-50s %6.1fs", "certificate rotation, every pod replaced", time.Since(phase).Seconds())
+
+	// A member joins through kao and every addon is enabled, then
+	// disabled: the addons' pods run from their images and pass their
+	// probes, karmada-scheduler reaches the member's estimator.
+	phase = time.Now()
+	containerizedAddons(t, addonTarget{
+		client: client, namespace: podsNamespace, memberAddress: c.HostIP(),
+		schedulerLogs: func() string { return podLogs(t, client, podsNamespace, "karmada-scheduler") },
+		diagnose:      func() string { logPods(t, client, podsNamespace); return "(the pods are logged above)" },
+	}, kd, kubectl)
+	t.Logf("STEP %-50s %6.1fs", "addons enabled, then disabled", time.Since(phase).Seconds())
+
 	checkNoSecretsLeaked(t, ns, get(t, kd), stateDir, hostKubeconfig)
 
+	// Deletion removes every pod and object but etcd's claims, which keep
+	// the data on their volumes; a deployment that takes them over finds
+	// what Karmada stored; deleted with purgeDataOnDelete, it leaves
+	// nothing.
+	kubectl("create", "configmap", "kao-e2e-marker", "-n", "default", "--from-literal=written=before-delete")
+	final := get(t, kd)
+	claims := claimUIDs(t, client)
+	if len(claims) != 3 {
+		t.Fatalf("etcd has %d claims, want 3", len(claims))
+	}
 	phase = time.Now()
-	deleteAndWait(t, get(t, kd))
+	deleteAndWait(t, final)
 	t.Logf("STEP %-50s %6.1fs", "deletion", time.Since(phase).Seconds())
+	checkNamespaceEmpty(t, c, client, final)
+	if left := claimUIDs(t, client); !maps.Equal(left, claims) {
+		t.Errorf("deletion without purgeDataOnDelete must keep etcd's claims %v; left %v", claims, left)
+	}
+
+	retaken := podsDeployment(ns, "pods-again", "host-cluster", "v1.18.1")
+	retaken.Annotations = map[string]string{kaov1.TakeOverFromAnnotation: string(final.UID)}
+	retaken.Spec.Etcd.Managed.PurgeDataOnDelete = true
+	phase = time.Now()
+	if err := k8s.Create(ctx, retaken); err != nil {
+		t.Fatal(err)
+	}
+	if done := waitForRun(t, retaken, 8*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the install over etcd's claims failed: %+v", done.Status.LastRun)
+	}
+	reinstalled := waitForCondition(t, retaken, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	t.Logf("STEP %-50s %6.1fs", "created over the kept claims to Ready", time.Since(phase).Seconds())
+	if out := karmadaKubectl(t, reinstalled)("get", "configmap", "kao-e2e-marker", "-n", "default", "-o", "jsonpath={.data.written}"); out != "before-delete" {
+		t.Errorf("the deployment over the kept claims does not hold what Karmada stored before: %q", out)
+	}
+	if now := claimUIDs(t, client); !maps.Equal(now, claims) {
+		t.Errorf("the re-created deployment uses claims %v, not etcd's old claims %v", now, claims)
+	}
+	deleteAndWait(t, get(t, retaken))
+	checkNamespaceEmpty(t, c, client, reinstalled)
+	if left := claimUIDs(t, client); len(left) != 0 {
+		t.Errorf("deletion with purgeDataOnDelete left claims %v", left)
+	}
+	t.Logf("TestContainerizedOnRealPods took %s", time.Since(start).Round(time.Second))
+}
+
+// podsDeployment is a Containerized control plane on the real node: three
+// etcd members on claims of podsStorageClass (localVolumes), karmada-apiserver
+// behind a NodePort, the host cluster's kubeconfig in the Secret hostSecret.
+func podsDeployment(ns, name, hostSecret, version string) *kaov1.KarmadaDeployment {
+	return &kaov1.KarmadaDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: kaov1.KarmadaDeploymentSpec{
+			Mode:      kaov1.ContainerizedMode,
+			Version:   version,
+			Artifacts: kaov1.ArtifactsSpec{ImageRegistry: podsRegistry},
+			HostCluster: &kaov1.HostClusterSpec{
+				KubeconfigSecretRef: &kaov1.SecretKeyReference{Name: hostSecret, Key: "kubeconfig"},
+				Namespace:           podsNamespace,
+			},
+			APIServer: kaov1.APIServerSpec{ServiceType: kaov1.NodePortService},
+			Etcd: kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{
+				Replicas: ptr.To(int32(3)),
+				Storage: kaov1.EtcdStorage{Type: kaov1.PVCStorage, Size: ptr.To(resource.MustParse("1Gi")),
+					StorageClassName: podsStorageClass},
+			}},
+		},
+	}
+}
+
+// localVolumes creates a StorageClass without a provisioner that binds
+// when a pod is scheduled, and n local PersistentVolumes of 1Gi on the node,
+// each a directory of the node's (removed with it): what an SRE sets up for
+// etcd on the local disks of nodes without a storage system.
+func localVolumes(t testing.TB, c *node.Cluster, client kubernetes.Interface, class string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: class},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain),
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		dir := filepath.Join(c.Dir(), "volumes", fmt.Sprintf("%s-%d", class, i))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		_, err := client.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", class, i)},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				StorageClassName:              class,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{c.NodeName()}}},
+				}}}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// claimUIDs maps the claims in podsNamespace to their UIDs.
+func claimUIDs(t testing.TB, client kubernetes.Interface) map[string]string {
+	t.Helper()
+	list, err := client.CoreV1().PersistentVolumeClaims(podsNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, pvc := range list.Items {
+		out[pvc.Name] = string(pvc.UID)
+	}
+	return out
+}
+
+// podUIDs maps each workload of podsNamespace (app.kubernetes.io/name) to
+// the UIDs of its pods.
+func podUIDs(t testing.TB, client kubernetes.Interface) map[string][]string {
+	t.Helper()
+	list, err := client.CoreV1().Pods(podsNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			name := p.Labels["app.kubernetes.io/name"]
+			out[name] = append(out[name], string(p.UID))
+		}
+	}
+	return out
+}
+
+// checkNamespaceEmpty waits for kd's pods to go and checks that none of
+// its objects but etcd's claims is left in podsNamespace.
+func checkNamespaceEmpty(t *testing.T, c *node.Cluster, client kubernetes.Interface, kd *kaov1.KarmadaDeployment) {
+	t.Helper()
+	ctx := context.Background()
 	waitFor(t, 2*time.Minute, "the control plane's pods to go", func() bool {
 		pods, err := client.CoreV1().Pods(podsNamespace).List(ctx, metav1.ListOptions{})
 		return err == nil && len(pods.Items) == 0
@@ -137,7 +324,46 @@ func TestContainerizedOnRealPods(t *testing.T) {
 			t.Errorf("after deletion, %s of the deployment are left: %v %s", kind, err, out)
 		}
 	}
-	t.Logf("TestContainerizedOnRealPods took %s", time.Since(start).Round(time.Second))
+}
+
+// servedSerial is the serial number of the certificate karmada-apiserver
+// serves at the endpoint of kd's exported kubeconfig, verified against the
+// CA that kubeconfig names.
+func servedSerial(t testing.TB, kd *kaov1.KarmadaDeployment) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(writeKarmadaKubeconfig(t, kd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
+	u, err := url.Parse(cluster.Server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(cluster.CertificateAuthorityData) {
+		t.Fatal("the exported kubeconfig names no CA")
+	}
+	conn, err := tls.Dial("tcp", u.Host, &tls.Config{RootCAs: pool, ServerName: u.Hostname(), MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("TLS to karmada-apiserver at %s: %v", u.Host, err)
+	}
+	defer func() { _ = conn.Close() }()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// podImages are the images of a Containerized control plane on Karmada
+// version, by workload.
+func podImages(version string) map[string]string {
+	return map[string]string{
+		"karmada-etcd":                 podsRegistry + "/etcd:3.6.6-0",
+		"karmada-apiserver":            podsRegistry + "/kube-apiserver:v1.35.4",
+		"kube-controller-manager":      podsRegistry + "/kube-controller-manager:v1.35.4",
+		"karmada-aggregated-apiserver": podsRegistry + "/karmada/karmada-aggregated-apiserver:" + version,
+		"karmada-controller-manager":   podsRegistry + "/karmada/karmada-controller-manager:" + version,
+		"karmada-scheduler":            podsRegistry + "/karmada/karmada-scheduler:" + version,
+		"karmada-webhook":              podsRegistry + "/karmada/karmada-webhook:" + version,
+	}
 }
 
 // importComponentImages builds the control plane's images with `hack/image
@@ -158,7 +384,8 @@ func importComponentImages(t testing.TB, c *node.Cluster) {
 
 // checkRealPods checks that each workload's pods (by app.kubernetes.io/name)
 // run on the node from the image named, as many as want says (default one),
-// Ready, each container started by containerd.
+// Ready, each container started by containerd. Pods on their way out (an
+// old ReplicaSet's, after a rollout) are not counted.
 func checkRealPods(t *testing.T, client kubernetes.Interface, images map[string]string, want map[string]int) {
 	t.Helper()
 	for name, image := range images {
@@ -170,10 +397,11 @@ func checkRealPods(t *testing.T, client kubernetes.Interface, images map[string]
 		if n == 0 {
 			n = 1
 		}
-		if len(pods.Items) != n {
-			t.Errorf("%s has %d pods, want %d", name, len(pods.Items), n)
+		live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+		if len(live) != n {
+			t.Errorf("%s has %d pods, want %d", name, len(live), n)
 		}
-		for _, p := range pods.Items {
+		for _, p := range live {
 			if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 {
 				t.Errorf("pod %s: phase %s", p.Name, p.Status.Phase)
 				continue
@@ -290,6 +518,25 @@ func flatKubeconfig(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// podLogs returns the logs of the pods of workload name in ns.
+func podLogs(t testing.TB, client kubernetes.Interface, ns, name string) string {
+	ctx := context.Background()
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + name})
+	if err != nil {
+		t.Logf("listing pods of %s: %v", name, err)
+		return ""
+	}
+	var out strings.Builder
+	for _, p := range pods.Items {
+		logs, err := client.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			t.Logf("log of %s: %v", p.Name, err)
+		}
+		out.Write(logs)
+	}
+	return out.String()
 }
 
 // logPods logs the pods of ns with their containers' states and the last

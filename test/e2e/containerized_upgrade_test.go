@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/test/hostcluster"
 )
 
 // upgradeContainerized upgrades a Ready Containerized control plane on
@@ -22,23 +23,54 @@ import (
 // CRDs before the components), and left every Deployment on its target
 // image. It returns the deployment, Ready on v1.18.1.
 //
-// The host cluster's pods are simulated (kwok decides their readiness), so
-// this proves the order, the gates and the status, not that a rolling
-// update of real pods never drops a request: TestBinaryUpgrade's prober does
+// On the simulated host cluster (TestContainerizedVariants) kwok decides the
+// pods' readiness, so it proves the order, the gates and the status; on the
+// real node (TestContainerizedOnRealPods) real Deployments roll onto the
+// v1.18.1 images and their probes gate each rollout. Neither proves that a
+// rolling update never drops a request: TestBinaryUpgrade's prober does
 // that for the Binary path.
-func upgradeContainerized(t *testing.T, hc *hostcluster.Cluster, kd *kaov1.KarmadaDeployment, stateDir string) *kaov1.KarmadaDeployment {
+//
+// With withoutBackup, each upgrade goes without the snapshot, as annotation
+// kao.io/upgrade-without-backup allows where kao cannot reach the managed
+// etcd (a remote host cluster): each run must say so with an Event instead.
+func upgradeContainerized(t *testing.T, client kubernetes.Interface, kd *kaov1.KarmadaDeployment, stateDir string, withoutBackup bool) *kaov1.KarmadaDeployment {
 	t.Helper()
 	ns := kd.Spec.HostCluster.Namespace
+	allow := func(version string) {
+		if withoutBackup {
+			changeDeployment(t, kd, func(kd *kaov1.KarmadaDeployment) {
+				if kd.Annotations == nil {
+					kd.Annotations = map[string]string{}
+				}
+				kd.Annotations[kaov1.UpgradeWithoutBackupAnnotation] = version
+			})
+		}
+	}
+	check := func(done *kaov1.KarmadaDeployment, version string, moves []string) {
+		t.Helper()
+		if !withoutBackup {
+			checkContainerizedUpgrade(t, done, stateDir, moves)
+			return
+		}
+		checkUpgradeRun(t, done, moves)
+		if !slices.ContainsFunc(deploymentEvents(t, done), func(e eventsv1.Event) bool {
+			return e.Reason == kaov1.UpgradeBackupSkippedReason && strings.Contains(e.Note, kaov1.UpgradeWithoutBackupAnnotation+"="+version)
+		}) {
+			t.Errorf("no %s Event for the upgrade at %s", kaov1.UpgradeBackupSkippedReason, version)
+		}
+	}
 
+	allow("v1.17.1")
 	prev := kd.Status.LastRun.ID
 	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Components.Scheduler.Version = "v1.18.1" })
 	done := waitForNextRun(t, kd, prev, 8*time.Minute)
-	checkContainerizedUpgrade(t, done, stateDir, []string{"karmada-scheduler:v1.17.1->v1.18.1"})
+	check(done, "v1.17.1", []string{"karmada-scheduler:v1.17.1->v1.18.1"})
 	want := containerizedVersions("v1.17.1")
 	want["karmada-scheduler"] = "v1.18.1"
-	checkDeploymentImages(t, hc, ns, want)
+	checkDeploymentImages(t, client, ns, want)
 	checkRolloutOrder(t, done, []string{"karmada-scheduler"})
 
+	allow("v1.18.1")
 	prev = done.Status.LastRun.ID
 	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
 		s.Version = "v1.18.1"
@@ -47,11 +79,11 @@ func upgradeContainerized(t *testing.T, hc *hostcluster.Cluster, kd *kaov1.Karma
 	done = waitForNextRun(t, kd, prev, 8*time.Minute)
 	// The scheduler is on v1.18.1 already, and the Kubernetes components do
 	// not change with Karmada's version: neither moves.
-	checkContainerizedUpgrade(t, done, stateDir, []string{
+	check(done, "v1.18.1", []string{
 		"karmada-crds:v1.17.1->v1.18.1", "karmada-aggregated-apiserver:v1.17.1->v1.18.1",
 		"karmada-webhook:v1.17.1->v1.18.1", "karmada-controller-manager:v1.17.1->v1.18.1",
 	})
-	checkDeploymentImages(t, hc, ns, containerizedVersions("v1.18.1"))
+	checkDeploymentImages(t, client, ns, containerizedVersions("v1.18.1"))
 	checkRolloutOrder(t, done, []string{"Karmada's CRDs", "karmada-aggregated-apiserver", "karmada-webhook", "karmada-controller-manager"})
 	if done.Status.Version != "v1.18.1" {
 		t.Errorf("status.version is %q after the upgrade, want v1.18.1", done.Status.Version)
@@ -63,6 +95,14 @@ func upgradeContainerized(t *testing.T, hc *hostcluster.Cluster, kd *kaov1.Karma
 // status.upgrade lists the moves ("component:from->to") and its completion,
 // and it took its etcd snapshot first.
 func checkContainerizedUpgrade(t *testing.T, kd *kaov1.KarmadaDeployment, stateDir string, moves []string) {
+	t.Helper()
+	checkUpgradeRun(t, kd, moves)
+	checkBackup(t, stateDir, kd)
+}
+
+// checkUpgradeRun checks a finished upgrade run: it succeeded, and
+// status.upgrade lists the moves ("component:from->to") and its completion.
+func checkUpgradeRun(t *testing.T, kd *kaov1.KarmadaDeployment, moves []string) {
 	t.Helper()
 	last := kd.Status.LastRun
 	if last.Playbook != "upgrade.yml" || last.Result != kaov1.RunSucceeded {
@@ -82,15 +122,14 @@ func checkContainerizedUpgrade(t *testing.T, kd *kaov1.KarmadaDeployment, stateD
 	if !slices.Equal(got, moves) {
 		t.Errorf("status.upgrade.components:\n got %v\nwant %v", got, moves)
 	}
-	checkBackup(t, stateDir, kd)
 }
 
 // checkDeploymentImages checks the image tag of each component's
 // Deployment in the host cluster namespace.
-func checkDeploymentImages(t *testing.T, hc *hostcluster.Cluster, ns string, want map[string]string) {
+func checkDeploymentImages(t *testing.T, client kubernetes.Interface, ns string, want map[string]string) {
 	t.Helper()
 	for name, v := range want {
-		d, err := hc.Client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		d, err := client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("Deployment %s/%s: %v", ns, name, err)
 			continue
