@@ -207,10 +207,10 @@ func (b *builder) buildComponents(registry, artifacts, out string) error {
 		fmt.Fprintln(&refs, c.ref())
 		fmt.Fprintf(&lines, "%s %s\n", c.ref(), digests[i])
 	}
-	if err := os.WriteFile(filepath.Join(out, "images.txt"), []byte(refs.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(out, "images.txt"), []byte(refs.String()), 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(out, "digests.txt"), []byte(lines.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(out, "digests.txt"), []byte(lines.String()), 0o600); err != nil {
 		return err
 	}
 	log.Printf("wrote %s: %d images named under %s in %s", archive, len(imgs), registry, time.Since(start).Round(time.Second))

@@ -89,7 +89,7 @@ func run() error {
 		if err := os.MkdirAll(*cache, 0o750); err != nil {
 			return err
 		}
-		if err := os.MkdirAll(*out, 0o755); err != nil {
+		if err := os.MkdirAll(*out, 0o750); err != nil {
 			return err
 		}
 		b := &builder{root: root, cache: *cache}

@@ -435,13 +435,12 @@ func stockClientCheck(t *testing.T, c *node.Cluster, kd *kaov1.KarmadaDeployment
 	}
 	karmadactl := filepath.Join(artifactsDir, "karmada", "v1.18.1", "bin", "karmadactl")
 	karmadaKubeconfig := writeKarmadaKubeconfig(t, kd)
-	run := func(args ...string) string {
+	run := func(args ...string) {
 		t.Helper()
 		out, err := exec.Command(karmadactl, args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("karmadactl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		return string(out)
 	}
 	run("join", "outside", "--kubeconfig", karmadaKubeconfig, "--cluster-kubeconfig", memberKubeconfig, "--cluster-context", memberCfg.CurrentContext)
 	waitFor(t, 2*time.Minute, "Cluster outside Ready", func() bool {
