@@ -35,7 +35,7 @@ func BenchmarkContainerizedInstall(b *testing.B) {
 		ns := newNamespace(b)
 		startOperator(b, ns)
 		createSecret(b, ns, "host-cluster", map[string][]byte{
-			"kubeconfig": serviceAccountKubeconfig(b, client, flatKubeconfig(b, c.Kubeconfig())),
+			"kubeconfig": serviceAccountKubeconfig(b, client, flatKubeconfig(b, c)),
 		})
 		dc := hosts.Start(b, 3)
 		createSSHSecret(b, ns, "dc-ssh", dc)

@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
@@ -73,7 +72,7 @@ func TestContainerizedOnRealPods(t *testing.T) {
 
 	ns := newNamespace(t)
 	stateDir := startOperator(t, ns)
-	hostKubeconfig := serviceAccountKubeconfig(t, client, flatKubeconfig(t, c.Kubeconfig()))
+	hostKubeconfig := serviceAccountKubeconfig(t, client, flatKubeconfig(t, c))
 	createSecret(t, ns, "host-cluster", map[string][]byte{"kubeconfig": hostKubeconfig})
 	localVolumes(t, c, client, podsStorageClass, 3)
 	kd := podsDeployment(ns, "pods", "host-cluster", "v1.17.1")
@@ -449,34 +448,7 @@ func stockClientCheck(t *testing.T, c *node.Cluster, kd *kaov1.KarmadaDeployment
 	})
 
 	manifest := filepath.Join(dir, "propagate.yaml")
-	if err := os.WriteFile(manifest, []byte(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: pods-apps
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  namespace: pods-apps
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers: [{name: web, image: registry.dc1.example:5000/web:1}]
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: web
-  namespace: pods-apps
-spec:
-  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
-  placement:
-    clusterAffinity: {clusterNames: [outside]}
-`), 0o600); err != nil {
+	if err := os.WriteFile(manifest, []byte(propagation("pods-apps", "outside")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kubectl("apply", "-f", manifest)
@@ -501,18 +473,11 @@ spec:
 	}
 }
 
-// flatKubeconfig reads a kubeconfig and returns it with its certificates
-// inline: kao refuses kubeconfigs that name files.
-func flatKubeconfig(t testing.TB, path string) []byte {
+// flatKubeconfig is the node cluster's admin kubeconfig with its
+// certificates inline: kao refuses kubeconfigs that name files.
+func flatKubeconfig(t testing.TB, c *node.Cluster) []byte {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	data, err := clientcmd.Write(*cfg)
+	data, err := c.FlatKubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,34 +186,7 @@ func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, k
 
 	// A Deployment with a PropagationPolicy reaches the member it names.
 	manifest := filepath.Join(dir, "propagate.yaml")
-	if err := os.WriteFile(manifest, []byte(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: e2e-apps
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  namespace: e2e-apps
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers: [{name: web, image: registry.dc1.example:5000/web:1}]
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: web
-  namespace: e2e-apps
-spec:
-  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
-  placement:
-    clusterAffinity: {clusterNames: [push-b]}
-`), 0o600); err != nil {
+	if err := os.WriteFile(manifest, []byte(propagation("e2e-apps", "push-b")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kubectl("apply", "-f", manifest)
@@ -289,4 +262,38 @@ func checkAccessRevoked(t *testing.T, pushKubeconfigs []string, agent *pullAgent
 	if err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("after the deletion the Pull member keeps %q (%v): karmada-agent's access was not revoked", out, err)
 	}
+}
+
+// propagation is a namespace, a Deployment web in it (image
+// registry.dc1.example:5000/web:1) and a PropagationPolicy that places it
+// on the member cluster named.
+func propagation(ns, cluster string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %[1]s
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: %[1]s
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: registry.dc1.example:5000/web:1}]
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: web
+  namespace: %[1]s
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
+  placement:
+    clusterAffinity: {clusterNames: [%[2]s]}
+`, ns, cluster)
 }

@@ -26,8 +26,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -140,8 +138,12 @@ func TestOperatorInCluster(t *testing.T) {
 	// containerd, reaching karmada-apiserver on the host.
 	push := members.Start(t, 1, members.Options{Address: dc.Gateway()})[0]
 	importAgentImage(t, cluster)
+	pull, err := cluster.FlatKubeconfig() // kao refuses kubeconfigs that name files
+	if err != nil {
+		t.Fatal(err)
+	}
 	create(t, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "members", Namespace: ns},
-		Data: map[string][]byte{"push": push.Kubeconfig, "pull": embeddedKubeconfig(t, cluster)}})
+		Data: map[string][]byte{"push": push.Kubeconfig, "pull": pull}})
 	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur := &kaov1.KarmadaDeployment{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(kd), cur); err != nil {
@@ -302,24 +304,6 @@ func importAgentImage(t *testing.T, c *node.Cluster) {
 	if err := c.ImportImage(archive); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// embeddedKubeconfig is the node cluster's admin kubeconfig with its
-// certificates inline: kao refuses kubeconfigs that name files.
-func embeddedKubeconfig(t *testing.T, c *node.Cluster) []byte {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	data, err := clientcmd.Write(*cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
 
 // buildImage runs hack/image with the default layer cache (shared with

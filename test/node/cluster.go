@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kao-io/kao/internal/machine"
 	"github.com/kao-io/kao/internal/procfs"
@@ -628,6 +629,19 @@ func removeAll(dir string) error {
 
 // Kubeconfig returns the path of a cluster-admin kubeconfig.
 func (c *Cluster) Kubeconfig() string { return c.l.kubeconfig("admin") }
+
+// FlatKubeconfig returns the admin kubeconfig with its certificates inline,
+// for consumers that refuse kubeconfigs naming files (kao does).
+func (c *Cluster) FlatKubeconfig() ([]byte, error) {
+	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
+		return nil, err
+	}
+	return clientcmd.Write(*cfg)
+}
 
 // Config returns a cluster-admin REST config (a copy).
 func (c *Cluster) Config() *rest.Config { return rest.CopyConfig(c.config) }
