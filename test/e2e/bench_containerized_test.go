@@ -32,6 +32,7 @@ func BenchmarkContainerizedInstall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		localVolumes(b, c, client, podsStorageClass, 3)
 		ns := newNamespace(b)
 		startOperator(b, ns)
 		createSecret(b, ns, "host-cluster", map[string][]byte{
