@@ -20,6 +20,13 @@
 // them, so that a rebuild after a code change compresses only the kao layer.
 // Every time stamp is fixed, so the same inputs give the same image digest.
 // No Docker daemon, buildah or root-owned image store is involved.
+//
+// With -components it builds instead the images of the Karmada control
+// plane that Containerized mode and Pull members run (`make images`): one
+// one-layer image per program of the bundle, named and placed as upstream's
+// images are, all in one archive (components.go).
+//
+//	go run ./hack/image -components -registry registry.dc1.example:5000 -out _out/images
 package main
 
 import (
