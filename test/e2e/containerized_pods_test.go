@@ -46,12 +46,14 @@ const (
 // Karmada v1.17.1 whose every component runs as a real container on a real
 // node (test/node: a kubelet with containerd and runc, kube-proxy, CoreDNS),
 // from the images `make images` builds out of the offline bundle, with
-// nothing pulled, and upgrades it to v1.18.1. Then a stock client uses it as
-// a user would: `karmadactl join` of a member
-// outside kao, a Deployment propagated to it by a PropagationPolicy, an
-// invalid policy refused by karmada-webhook, `karmadactl unjoin`; a member
-// joined through kao with every addon enabled, then disabled. Deleting the
-// deployment removes every pod and object kao made.
+// nothing pulled, etcd on claims bound to static local volumes; and then,
+// as a platform team would: upgrades it to v1.18.1; uses it with stock
+// clients only (`karmadactl join` of a member outside kao, a Deployment
+// propagated to it by a PropagationPolicy, an invalid policy refused by
+// karmada-webhook, `karmadactl unjoin`); rotates every certificate; joins a
+// member through kao with every addon enabled, then disabled; deletes it,
+// keeping etcd's claims, which a new deployment takes over with Karmada's
+// data; and deletes that one with its data.
 func TestContainerizedOnRealPods(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
@@ -129,7 +131,7 @@ func TestContainerizedOnRealPods(t *testing.T) {
 	podsBefore := podUIDs(t, client)
 	prev := get(t, kd).Status.LastRun.ID
 	changeDeployment(t, kd, func(kd *kaov1.KarmadaDeployment) {
-		kd.Annotations = map[string]string{kaov1.RotateCertificatesAnnotation: "pods-rotation"}
+		metav1.SetMetaDataAnnotation(&kd.ObjectMeta, kaov1.RotateCertificatesAnnotation, "pods-rotation")
 	})
 	rotated := waitForNextRun(t, kd, prev, 6*time.Minute)
 	if rotated.Status.LastRun.Result != kaov1.RunSucceeded {

@@ -39,10 +39,7 @@ func upgradeContainerized(t *testing.T, client kubernetes.Interface, kd *kaov1.K
 	allow := func(version string) {
 		if withoutBackup {
 			changeDeployment(t, kd, func(kd *kaov1.KarmadaDeployment) {
-				if kd.Annotations == nil {
-					kd.Annotations = map[string]string{}
-				}
-				kd.Annotations[kaov1.UpgradeWithoutBackupAnnotation] = version
+				metav1.SetMetaDataAnnotation(&kd.ObjectMeta, kaov1.UpgradeWithoutBackupAnnotation, version)
 			})
 		}
 	}
