@@ -664,6 +664,10 @@ func (c *Cluster) PodCIDR() string { return c.a.Pods.String() }
 // ServiceCIDR returns the Service cluster IP range.
 func (c *Cluster) ServiceCIDR() string { return c.a.Services.String() }
 
+// LoadBalancerCIDR returns the load-balancer pool, which the machine
+// routes to the node.
+func (c *Cluster) LoadBalancerCIDR() string { return c.a.LoadBalancers.String() }
+
 // DNSServiceIP returns the cluster IP of the cluster DNS (the Service
 // kube-system/kube-dns): the nameserver in the pods' resolv.conf, for the
 // cluster domain DNSDomain.

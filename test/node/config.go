@@ -76,7 +76,7 @@ func (o Options) complete() (Options, error) {
 }
 
 // addresses are the networks of cluster idx: the /22 at offset idx of the
-// pool, cut into three /24s.
+// pool, cut into four /24s.
 type addresses struct {
 	// Link is the /24 of the veth between the machine and the node's network
 	// namespace; Host (.1) is the machine's end, Node (.2) the node's: the
@@ -93,6 +93,9 @@ type addresses struct {
 	// DNSService is the kube-dns Service's cluster IP: the kubelet's
 	// clusterDNS, the nameserver of the pods' resolv.conf.
 	DNSService netip.Addr
+	// LoadBalancers is the load-balancer pool, routed to the node as Pods
+	// and Services are.
+	LoadBalancers netip.Prefix
 }
 
 func addressesFor(pool netip.Prefix, idx int) (addresses, error) {
@@ -102,13 +105,14 @@ func addressesFor(pool netip.Prefix, idx int) (addresses, error) {
 	base := pool.Addr()
 	at := func(off int) netip.Addr { return addAddr(base, idx*1024+off) }
 	return addresses{
-		Link:       netip.PrefixFrom(at(0), 24),
-		Host:       at(1),
-		Node:       at(2),
-		Pods:       netip.PrefixFrom(at(256), 24),
-		Services:   netip.PrefixFrom(at(512), 24),
-		APIService: at(513),
-		DNSService: at(522),
+		Link:          netip.PrefixFrom(at(0), 24),
+		Host:          at(1),
+		Node:          at(2),
+		Pods:          netip.PrefixFrom(at(256), 24),
+		Services:      netip.PrefixFrom(at(512), 24),
+		APIService:    at(513),
+		DNSService:    at(522),
+		LoadBalancers: netip.PrefixFrom(at(768), 24),
 	}, nil
 }
 

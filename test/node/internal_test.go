@@ -11,24 +11,28 @@ import (
 	"testing"
 )
 
+// TestAddressesForCutsOneSlashTwentyTwoPerCluster: each cluster's /22 is
+// its link, pods, Services and load-balancer pool, one /24 each, and the
+// last cluster's ends at the end of the pool.
 func TestAddressesForCutsOneSlashTwentyTwoPerCluster(t *testing.T) {
 	pool := netip.MustParsePrefix(DefaultSubnetPool)
 	for _, tc := range []struct {
 		// idx is the cluster index.
 		idx int
-		// link, node, pods, services, api and dns are the addresses wanted.
-		link, node, pods, services, api, dns string
+		// link, node, pods, services, api, dns and lb are the addresses
+		// wanted.
+		link, node, pods, services, api, dns, lb string
 	}{
-		{0, "10.214.0.0/24", "10.214.0.2", "10.214.1.0/24", "10.214.2.0/24", "10.214.2.1", "10.214.2.10"},
-		{1, "10.214.4.0/24", "10.214.4.2", "10.214.5.0/24", "10.214.6.0/24", "10.214.6.1", "10.214.6.10"},
-		{63, "10.214.252.0/24", "10.214.252.2", "10.214.253.0/24", "10.214.254.0/24", "10.214.254.1", "10.214.254.10"},
+		{0, "10.214.0.0/24", "10.214.0.2", "10.214.1.0/24", "10.214.2.0/24", "10.214.2.1", "10.214.2.10", "10.214.3.0/24"},
+		{1, "10.214.4.0/24", "10.214.4.2", "10.214.5.0/24", "10.214.6.0/24", "10.214.6.1", "10.214.6.10", "10.214.7.0/24"},
+		{63, "10.214.252.0/24", "10.214.252.2", "10.214.253.0/24", "10.214.254.0/24", "10.214.254.1", "10.214.254.10", "10.214.255.0/24"},
 	} {
 		a, err := addressesFor(pool, tc.idx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := []string{a.Link.String(), a.Node.String(), a.Pods.String(), a.Services.String(), a.APIService.String(), a.DNSService.String()}
-		want := []string{tc.link, tc.node, tc.pods, tc.services, tc.api, tc.dns}
+		got := []string{a.Link.String(), a.Node.String(), a.Pods.String(), a.Services.String(), a.APIService.String(), a.DNSService.String(), a.LoadBalancers.String()}
+		want := []string{tc.link, tc.node, tc.pods, tc.services, tc.api, tc.dns, tc.lb}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("cluster %d: got %v, want %v", tc.idx, got, want)
 		}

@@ -12,8 +12,9 @@ import (
 )
 
 // createNodeNetwork creates the node's network namespace and the veth that
-// joins it to the machine: the machine's end holds a.Host and routes the pod
-// and service ranges to the node; the node's end (eth0) holds a.Node. The
+// joins it to the machine: the machine's end holds a.Host and routes the
+// pod, Service and load-balancer ranges to the node, where kube-proxy's
+// rules take them; the node's end (eth0) holds a.Node. The
 // namespace and the link must not exist yet. Everything the node adds to
 // its network (the CNI bridge, the pods' veths, kube-proxy's and portmap's
 // iptables rules, sysctls) lives in the namespace and goes with it.
@@ -32,6 +33,7 @@ func createNodeNetwork(ctx context.Context, netns, veth string, a addresses) err
 		{"-n", netns, "route", "add", "default", "via", a.Host.String()},
 		{"route", "add", a.Pods.String(), "via", a.Node.String(), "dev", veth},
 		{"route", "add", a.Services.String(), "via", a.Node.String(), "dev", veth},
+		{"route", "add", a.LoadBalancers.String(), "via", a.Node.String(), "dev", veth},
 	}
 	for _, args := range steps {
 		if _, err := run(ctx, "ip", args...); err != nil {

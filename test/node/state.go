@@ -18,7 +18,8 @@ type state struct {
 	Version int `json:"version"`
 	Index   int `json:"index"`
 	// Netns and Veth are the node's network namespace and the machine's end
-	// of its link.
+	// of its link. The machine's routes to the pod, Service and
+	// load-balancer ranges name the link, so they go when it is deleted.
 	Netns string `json:"netns,omitempty"`
 	Veth  string `json:"veth,omitempty"`
 	// CNINetwork names libcni's cache files of the cluster's pods.
