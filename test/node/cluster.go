@@ -38,6 +38,9 @@ type Cluster struct {
 	mu   sync.Mutex
 	st   *state
 	lock *machine.Lock
+	// stopLoadBalancer ends the load-balancer allocator; nil before it
+	// starts and once it is stopped.
+	stopLoadBalancer func()
 
 	config  *rest.Config
 	startup time.Duration
@@ -245,6 +248,9 @@ func (c *Cluster) create(ctx context.Context, images imageArchives) error {
 		return err
 	}
 	if err := installDNS(ctx, client, a); err != nil {
+		return err
+	}
+	if err := c.startLoadBalancer(ctx); err != nil {
 		return err
 	}
 	if err := c.startControllers(); err != nil {
@@ -664,8 +670,9 @@ func (c *Cluster) PodCIDR() string { return c.a.Pods.String() }
 // ServiceCIDR returns the Service cluster IP range.
 func (c *Cluster) ServiceCIDR() string { return c.a.Services.String() }
 
-// LoadBalancerCIDR returns the load-balancer pool, which the machine
-// routes to the node.
+// LoadBalancerCIDR returns the load-balancer pool: Services of type
+// LoadBalancer without a loadBalancerClass get its addresses, and the
+// machine routes it to the node (see the package doc).
 func (c *Cluster) LoadBalancerCIDR() string { return c.a.LoadBalancers.String() }
 
 // DNSServiceIP returns the cluster IP of the cluster DNS (the Service
@@ -681,7 +688,8 @@ func (c *Cluster) DNSDomain() string { return dnsDomain }
 func (c *Cluster) Dir() string { return string(c.l) }
 
 // LogPath returns the log of a component: etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler, containerd, kubelet, kube-proxy.
+// kube-controller-manager, kube-scheduler, containerd, kubelet, kube-proxy,
+// or load-balancer (the load-balancer allocator's).
 func (c *Cluster) LogPath(component string) string { return c.l.log(component) }
 
 // StartupDuration returns how long the cluster took to come up, from
@@ -699,8 +707,9 @@ func (c *Cluster) APIServerURL() string {
 	return "https://" + net.JoinHostPort(c.a.Node.String(), fmt.Sprint(apiServerPort))
 }
 
-// Stop tears the cluster down (see the package doc) and releases its
-// index. Start's cleanup calls it; a second call does nothing.
+// Stop ends the load-balancer allocator, tears the cluster down (see the
+// package doc) and releases its index. Start's cleanup calls it; a second
+// call does nothing.
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -708,6 +717,10 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
+	if c.stopLoadBalancer != nil {
+		c.stopLoadBalancer()
+		c.stopLoadBalancer = nil
+	}
 	err := teardown(ctx, c.l, c.logf)
 	c.lock.Unlock()
 	c.lock = nil

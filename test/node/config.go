@@ -93,8 +93,8 @@ type addresses struct {
 	// DNSService is the kube-dns Service's cluster IP: the kubelet's
 	// clusterDNS, the nameserver of the pods' resolv.conf.
 	DNSService netip.Addr
-	// LoadBalancers is the load-balancer pool, routed to the node as Pods
-	// and Services are.
+	// LoadBalancers is the load-balancer pool: the allocator gives Services
+	// of type LoadBalancer its addresses .1 to .254 (see loadbalancer.go).
 	LoadBalancers netip.Prefix
 }
 
