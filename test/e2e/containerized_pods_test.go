@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"maps"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -52,8 +53,8 @@ const (
 // propagated to it by a PropagationPolicy, an invalid policy refused by
 // karmada-webhook, `karmadactl unjoin`); rotates every certificate; joins a
 // member through kao with every addon enabled, then disabled; deletes it,
-// keeping etcd's claims, which a new deployment takes over with Karmada's
-// data; and deletes that one with its data.
+// keeping etcd's claims, which a new deployment behind a LoadBalancer
+// takes over with Karmada's data; and deletes that one with its data.
 func TestContainerizedOnRealPods(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
@@ -188,9 +189,12 @@ func TestContainerizedOnRealPods(t *testing.T) {
 		t.Errorf("deletion without purgeDataOnDelete must keep etcd's claims %v; left %v", claims, left)
 	}
 
+	// It is exposed by a LoadBalancer this time: the node's allocator gives
+	// the Service an address of its pool, which kube-proxy serves.
 	retaken := podsDeployment(ns, "pods-again", "host-cluster", "v1.18.1")
 	retaken.Annotations = map[string]string{kaov1.TakeOverFromAnnotation: string(final.UID)}
 	retaken.Spec.Etcd.Managed.PurgeDataOnDelete = true
+	retaken.Spec.APIServer.ServiceType = kaov1.LoadBalancerService
 	phase = time.Now()
 	if err := k8s.Create(ctx, retaken); err != nil {
 		t.Fatal(err)
@@ -200,6 +204,15 @@ func TestContainerizedOnRealPods(t *testing.T) {
 	}
 	reinstalled := waitForCondition(t, retaken, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
 	t.Logf("STEP %-50s %6.1fs", "created over the kept claims to Ready", time.Since(phase).Seconds())
+	lb, err := client.CoreV1().Services(podsNamespace).Get(ctx, "karmada-apiserver", metav1.GetOptions{})
+	if err != nil || len(lb.Status.LoadBalancer.Ingress) != 1 {
+		t.Fatalf("the karmada-apiserver LoadBalancer: %v %+v", err, lb.Status)
+	}
+	lbIP := lb.Status.LoadBalancer.Ingress[0].IP
+	if pool := netip.MustParsePrefix(c.LoadBalancerCIDR()); !pool.Contains(netip.MustParseAddr(lbIP)) {
+		t.Errorf("the load balancer's address %s is not in the node's pool %s", lbIP, pool)
+	}
+	checkKubeconfigServer(t, reinstalled, lbIP+":5443")
 	if out := karmadaKubectl(t, reinstalled)("get", "configmap", "kao-e2e-marker", "-n", "default", "-o", "jsonpath={.data.written}"); out != "before-delete" {
 		t.Errorf("the deployment over the kept claims does not hold what Karmada stored before: %q", out)
 	}

@@ -115,9 +115,8 @@ func containerizedDeployment(ns, name, kubeconfigSecret string) *kaov1.KarmadaDe
 // Karmada components really run, so the run's Karmada resources, the
 // webhook wiring and the exported kubeconfig are proven against them.
 //
-// Why it still uses the simulated kubelet: it needs three nodes, a
-// LoadBalancer and claims bound on a StorageClass, which the real node
-// harness (one node, no load balancer, no provisioner) does not have yet;
+// Why it still uses the simulated kubelet: it needs three nodes (affinity,
+// spread and tolerations), which the real node harness does not have;
 // TestContainerizedOnRealPods runs real containers.
 func TestContainerizedInstall(t *testing.T) {
 	start := time.Now()
