@@ -69,13 +69,7 @@ func TestLoadBalancerServicesGetPoolAddressesThatForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(ctx, t, "the Deployment to be available", func() (bool, string) {
-		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return d.Status.AvailableReplicas == replicas, fmt.Sprintf("%d of %d available", d.Status.AvailableReplicas, replicas)
-	})
+	waitAvailable(ctx, t, client, ns, name, replicas)
 	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 	if err != nil {
 		t.Fatal(err)

@@ -76,13 +76,7 @@ func TestNodeRunsADeploymentBehindAService(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	poll(ctx, t, "the Deployment to be available", func() (bool, string) {
-		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return d.Status.AvailableReplicas == replicas, fmt.Sprintf("%d of %d available", d.Status.AvailableReplicas, replicas)
-	})
+	waitAvailable(ctx, t, client, ns, name, replicas)
 	t.Logf("Deployment available in %s", time.Since(deployStart).Round(10*time.Millisecond))
 
 	// The Service from the machine: kube-proxy's rules in the node's network
@@ -181,3 +175,15 @@ func poll(ctx context.Context, t *testing.T, what string, cond func() (bool, str
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// waitAvailable polls until Deployment ns/name has replicas available.
+func waitAvailable(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, replicas int32) {
+	t.Helper()
+	poll(ctx, t, "the Deployment to be available", func() (bool, string) {
+		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return d.Status.AvailableReplicas == replicas, fmt.Sprintf("%d of %d available", d.Status.AvailableReplicas, replicas)
+	})
+}
