@@ -202,10 +202,10 @@ import base64
 import hashlib
 import http.client
 import json
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kao_join import Claims, JoinFailed, namespace_object
 from ansible.module_utils.kao_kube import KubeError, from_files, from_kubeconfig, object_path
 
 # Most members joined at once; each thread holds two connections.
@@ -213,18 +213,6 @@ MAX_THREADS = 32
 
 # The annotation of the agent's Pod template with its certificate's digest.
 CERT_DIGEST_ANNOTATION = "kao.io/agent-certificate-sha256"
-
-
-class JoinFailed(Exception):
-    """A member cannot join; str() is its message, without credentials."""
-
-
-def namespace_object(name, labels):
-    # kube-apiserver sets the name label itself; applying it too keeps the
-    # field ours, so that the next apply changes nothing.
-    labels = dict(labels)
-    labels["kubernetes.io/metadata.name"] = name
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
 def karmada_rbac(p):
@@ -422,31 +410,6 @@ def check_cluster_name(name, clusters, cluster_id):
     return ""
 
 
-class Claims(object):
-    """What the members of this call may take in Karmada: the Clusters that
-    existed when the call began (one LIST for all members), and the cluster
-    IDs members of this call claimed since. Two members given the same
-    cluster would install one karmada-agent over the other's: the second
-    to claim it is refused. Claiming is in memory, under a lock."""
-
-    def __init__(self, clusters):
-        self.clusters = clusters
-        self.taken = {}  # cluster ID -> member name
-        self.lock = threading.Lock()
-
-    def claim(self, name, cluster_id):
-        """'' when the member may join as name with cluster_id, else why not."""
-        with self.lock:
-            problem = check_cluster_name(name, self.clusters, cluster_id)
-            if problem:
-                return problem
-            holder = self.taken.get(cluster_id)
-            if holder is not None and holder != name:
-                return "this cluster (ID %s) is also given as member %s of the same run" % (cluster_id, holder)
-            self.taken[cluster_id] = name
-            return ""
-
-
 def read_text(path, what, name):
     try:
         with open(path, "rb") as f:
@@ -549,7 +512,7 @@ def run(module):
                                           shared["field_manager"])
     except KubeError as e:
         return all_failed("the Pull join could not start: %s" % e)
-    claims = Claims(clusters)
+    claims = Claims(clusters, check_cluster_name)
     with ThreadPoolExecutor(max_workers=min(len(members), MAX_THREADS)) as pool:
         futures = {}
         for m in members:

@@ -142,11 +142,11 @@ members:
   returned: always
 """
 
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kao_join import Claims, JoinFailed, namespace_object
 from ansible.module_utils.kao_kube import KubeError, condition, from_files, from_kubeconfig
 
 # How often the waits look again, in seconds.
@@ -158,10 +158,6 @@ MAX_THREADS = 32
 # The finalizer of Karmada's cluster controller (karmada.io/cluster-controller
 # in every Karmada release kao installs).
 CLUSTER_CONTROLLER_FINALIZER = "karmada.io/cluster-controller"
-
-
-class JoinFailed(Exception):
-    """A member cannot join; str() is its message, without credentials."""
 
 
 def member_objects(p):
@@ -188,14 +184,6 @@ def member_objects(p):
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": p["cluster_role"]},
                 "subjects": [{"kind": "ServiceAccount", "name": p["service_account"], "namespace": ns}]})
     return out
-
-
-def namespace_object(p):
-    # kube-apiserver sets the name label itself; applying it too keeps the
-    # field ours, so that the next apply changes nothing.
-    labels = dict(p["labels"])
-    labels["kubernetes.io/metadata.name"] = p["cluster_namespace"]
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": p["cluster_namespace"], "labels": labels}}
 
 
 def cluster_object(p, cluster_id, server):
@@ -237,23 +225,23 @@ def credential_secrets(p, cluster_uid, ca_b64, token_b64, impersonator_b64):
     return out
 
 
-def check_cluster_name(p, clusters, cluster_id):
+def check_cluster_name(name, clusters, cluster_id):
     """Refuse to join over someone else's Cluster; '' when the name is free for us.
 
     The Cluster of this name is looked at first: another cluster holding the
     name is the more useful thing to say.
     """
     for c in clusters:
-        if c["metadata"]["name"] != p["name"]:
+        if c["metadata"]["name"] != name:
             continue
         spec = c.get("spec") or {}
         if spec.get("id") not in (None, "", cluster_id):
             return ("another cluster holds the name %s in Karmada: its Cluster has ID %s, this member is %s"
-                    % (p["name"], spec.get("id"), cluster_id))
+                    % (name, spec.get("id"), cluster_id))
         if spec.get("syncMode", "Push") != "Push":
             return "it is joined in %s mode, not Push: unjoin it first, then join it in the new mode" % spec.get("syncMode")
     others = sorted(c["metadata"]["name"] for c in clusters
-                    if c["metadata"]["name"] != p["name"] and (c.get("spec") or {}).get("id") == cluster_id)
+                    if c["metadata"]["name"] != name and (c.get("spec") or {}).get("id") == cluster_id)
     if others:
         return "this cluster (ID %s) is already joined to Karmada as %s" % (cluster_id, ", ".join(others))
     return ""
@@ -335,38 +323,6 @@ def wait_all_ready(open_karmada, timeout, results):
         results[n]["msg"] = "member %s: its Cluster is not Ready after %d s: %s" % (n, timeout, why)
 
 
-class Claims(object):
-    """What the members of this call may take in Karmada: the Clusters that
-    existed when the call began (one LIST for all members), and the names
-    and cluster IDs members of this call claimed since. Claiming is in
-    memory, under a lock: two members given the same cluster cannot both
-    pass, and no member waits on another's requests to Karmada."""
-
-    def __init__(self, clusters):
-        self.clusters = clusters
-        self.taken = {}  # cluster ID -> member name
-        self.lock = threading.Lock()
-
-    def uid_of(self, name):
-        """The UID of the Cluster name when the call began, or None."""
-        for c in self.clusters:
-            if c["metadata"]["name"] == name:
-                return c["metadata"].get("uid")
-        return None
-
-    def claim(self, p, cluster_id):
-        """'' when the member may join as p["name"] with cluster_id, else why not."""
-        with self.lock:
-            problem = check_cluster_name(p, self.clusters, cluster_id)
-            if problem:
-                return problem
-            holder = self.taken.get(cluster_id)
-            if holder is not None and holder != p["name"]:
-                return "this cluster (ID %s) is also given as member %s of the same run" % (cluster_id, holder)
-            self.taken[cluster_id] = p["name"]
-            return ""
-
-
 def join_one(p, claims, open_karmada):
     """Join one member (p: the module's shared settings merged with the
     member's); return its outcome for the `members` result."""
@@ -390,7 +346,7 @@ def join_one(p, claims, open_karmada):
             cluster_id = out["cluster_id"] = kube_system["metadata"]["uid"]
             out["server"] = member.server
 
-            problem = claims.claim(p, cluster_id)
+            problem = claims.claim(p["name"], cluster_id)
             if problem:
                 raise JoinFailed("%s: %s" % (name, problem))
 
@@ -398,7 +354,7 @@ def join_one(p, claims, open_karmada):
                 raise JoinFailed("%s: its namespace %s is still being deleted after %d s (left over from an unjoin); "
                                  "it can join once the member's namespace controller has removed it"
                                  % (name, p["cluster_namespace"], p["token_timeout"]))
-            apply(member, namespace_object(p))
+            apply(member, namespace_object(p["cluster_namespace"], p["labels"]))
             for obj in member_objects(p):
                 apply(member, obj)
             tokens = wait_tokens(member, p)
@@ -449,13 +405,14 @@ def run(module):
     try:
         with open_karmada() as karmada:
             clusters = karmada.list("Cluster")
-            _, ns_changed = karmada.apply(namespace_object(shared), shared["field_manager"])
+            _, ns_changed = karmada.apply(namespace_object(shared["cluster_namespace"], shared["labels"]),
+                                          shared["field_manager"])
     except KubeError as e:
         msg = "the Push join could not start: %s" % e
         return dict(changed=False, members=dict((m["name"], {"failed": True, "msg": "member %s: %s" % (m["name"], msg),
                                                                 "applied": [], "cluster_id": "", "server": ""})
                                                for m in members))
-    claims = Claims(clusters)
+    claims = Claims(clusters, check_cluster_name)
     with ThreadPoolExecutor(max_workers=min(len(members), MAX_THREADS)) as pool:
         futures = {}
         for m in members:
