@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kao-io/kao/internal/podforward"
 	"github.com/kao-io/kao/test/node"
 )
 
@@ -140,7 +141,54 @@ func TestNodeRunsADeploymentBehindAService(t *testing.T) {
 			t.Errorf("from pod %s, GET %s: %v\n%s\nwant %s...", pod.Name, tc.url, err, out, tc.want)
 		}
 	}
+	checkPortForward(ctx, t, c, ns, pod.Name)
 	t.Logf("test body done %s after the start of the test", time.Since(testStart).Round(10*time.Millisecond))
+}
+
+// checkPortForward reaches the echo pod through the API server and the
+// kubelet with internal/podforward, as kao reaches the etcd of a remote
+// host cluster: two connections at once over one tunnel answer, and a port
+// nothing listens on fails with the kubelet's word for it.
+func checkPortForward(ctx context.Context, t *testing.T, c *node.Cluster, ns, pod string) {
+	t.Helper()
+	pf, err := podforward.New(c.Config(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pf.Close() }()
+	get := func() (string, error) {
+		conn, err := pf.Dial(ctx, pod, 8080)
+		if err != nil {
+			return "", err
+		}
+		defer func() { _ = conn.Close() }()
+		if _, err := io.WriteString(conn, "GET / HTTP/1.0\r\nHost: echo\r\n\r\n"); err != nil {
+			return "", err
+		}
+		out, err := io.ReadAll(conn)
+		return string(out), err
+	}
+	answers := make(chan string, 2)
+	for range 2 {
+		go func() {
+			out, err := get()
+			answers <- fmt.Sprintf("%s (%v)", out, err)
+		}()
+	}
+	for range 2 {
+		if got := <-answers; !strings.HasPrefix(got, "HTTP/1.0 200 OK") || !strings.Contains(got, "echo from "+pod) || !strings.HasSuffix(got, "(<nil>)") {
+			t.Errorf("GET / through a port-forward to %s: %s", pod, got)
+		}
+	}
+	conn, err := pf.Dial(ctx, pod, 9)
+	if err != nil {
+		t.Fatalf("a connection to port 9 of %s: %v, want the error at the first read", pod, err)
+	}
+	defer func() { _ = conn.Close() }()
+	_, _ = io.WriteString(conn, "x")
+	if _, err := io.ReadAll(conn); err == nil || !strings.Contains(err.Error(), "port 9 of pod "+ns+"/"+pod) || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("reading from port 9 of %s, where nothing listens: %v, want the kubelet's refusal", pod, err)
+	}
 }
 
 // importEcho builds echoImage from test/node/cmd/echo and imports it into
