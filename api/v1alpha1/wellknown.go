@@ -30,9 +30,9 @@ const SkipUninstallAnnotation = "kao.io/skip-uninstall"
 const RestoreInProgressAnnotation = "kao.io/restore-in-progress"
 
 // UpgradeWithoutBackupAnnotation lets an upgrade start without the etcd
-// snapshot kao takes first, where kao cannot take one: a Containerized
-// control plane with managed etcd on a remote host cluster (its etcd is
-// reachable only inside that cluster). Its value must be the spec.version
+// snapshot kao takes first, where kao cannot take one: its etcd has no
+// quorum, the operator has no state volume, or its credentials for a remote
+// host cluster may not create pods/portforward. Its value must be the spec.version
 // the upgrade moves to, so the annotation covers that upgrade (and
 // single-component upgrades at that version) and not a later one by
 // accident. Whoever sets it has taken a snapshot their own way.

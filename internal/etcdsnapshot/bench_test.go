@@ -38,7 +38,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	operator := func(i int) {
 		path := filepath.Join(dir, fmt.Sprintf("op-%d.db", i))
 		start := time.Now()
-		saved, err := Save(ctx, e.endpoint, e.clientTLS, path, Limits{})
+		saved, err := Save(ctx, e.endpoint, e.clientTLS, nil, path, Limits{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func BenchmarkSnapshot(b *testing.B) {
 
 	// etcdutl's check, which the operator runs after every stream.
 	path := filepath.Join(dir, "check.db")
-	if _, err := Save(ctx, e.endpoint, e.clientTLS, path, Limits{}); err != nil {
+	if _, err := Save(ctx, e.endpoint, e.clientTLS, nil, path, Limits{}); err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()

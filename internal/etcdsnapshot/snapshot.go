@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,9 +62,13 @@ var snapshotBufferPool = mem.NewTieredBufferPool(256, 4<<10, 16<<10, 32<<10, 33<
 // always uses gRPC's default pool.
 type snapshotCodec struct{ encoding.CodecV2 }
 
-// snapshotDialOptions make the client use snapshotBufferPool.
-func snapshotDialOptions() []grpc.DialOption {
+// snapshotDialOptions make the client use snapshotBufferPool, and connect
+// over via when it is set.
+func snapshotDialOptions(via func(ctx context.Context, addr string) (net.Conn, error)) []grpc.DialOption {
 	opts := []grpc.DialOption{experimental.WithBufferPool(snapshotBufferPool)}
+	if via != nil {
+		opts = append(opts, grpc.WithContextDialer(via))
+	}
 	if proto := encoding.GetCodecV2("proto"); proto != nil {
 		opts = append(opts, grpc.WithDefaultCallOptions(grpc.ForceCodecV2(snapshotCodec{proto})))
 	}
@@ -124,7 +129,11 @@ type Saved struct {
 // Before it streams, Save asks the member for its database size and refuses
 // one over lim.MaxBytes, or one the file system at path has no room for
 // (with freeReserve to spare).
-func Save(ctx context.Context, endpoint string, tlsConfig *tls.Config, path string, lim Limits) (_ *Saved, err error) {
+//
+// via, when set, opens the connection in place of the network (addr is
+// endpoint's host:port): a port-forward to a member that resolves only
+// inside a host cluster.
+func Save(ctx context.Context, endpoint string, tlsConfig *tls.Config, via func(ctx context.Context, addr string) (net.Conn, error), path string, lim Limits) (_ *Saved, err error) {
 	if lim.MaxBytes <= 0 {
 		lim.MaxBytes = DefaultMaxBytes
 	}
@@ -136,7 +145,7 @@ func Save(ctx context.Context, endpoint string, tlsConfig *tls.Config, path stri
 		DialKeepAliveTimeout: keepAliveTimeout,
 		Logger:               zap.NewNop(),
 		Context:              ctx,
-		DialOptions:          snapshotDialOptions(),
+		DialOptions:          snapshotDialOptions(via),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", endpoint, err)

@@ -103,7 +103,7 @@ func TestSaveWritesAVerifiedSnapshot(t *testing.T) {
 	}
 
 	path := filepath.Join(t.TempDir(), "s.db")
-	saved, err := Save(ctx, e.endpoint, e.clientTLS, path, Limits{})
+	saved, err := Save(ctx, e.endpoint, e.clientTLS, nil, path, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,12 +124,12 @@ func TestSaveWritesAVerifiedSnapshot(t *testing.T) {
 	if st.Revision != rev || st.TotalKey < 50 {
 		t.Errorf("etcdutl reads revision %d with %d keys, want revision %d and at least 50 keys", st.Revision, st.TotalKey, rev)
 	}
-	if _, err := Save(ctx, e.endpoint, e.clientTLS, path, Limits{}); err == nil {
+	if _, err := Save(ctx, e.endpoint, e.clientTLS, nil, path, Limits{}); err == nil {
 		t.Error("a second Save to the same path must fail, not overwrite")
 	}
 	// A database over the cap is refused before anything is written.
 	capped := filepath.Join(t.TempDir(), "capped.db")
-	if _, err := Save(ctx, e.endpoint, e.clientTLS, capped, Limits{MaxBytes: saved.Size / 2}); !errors.Is(err, ErrTooLarge) {
+	if _, err := Save(ctx, e.endpoint, e.clientTLS, nil, capped, Limits{MaxBytes: saved.Size / 2}); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("a snapshot twice the cap: %v, want ErrTooLarge", err)
 	}
 	if _, err := os.Stat(capped); !os.IsNotExist(err) {
@@ -155,7 +155,7 @@ func TestSaveFromAMemberThatIsGoneFails(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", freeLoopbackPort(t))
-	_, err := Save(ctx, endpoint, nil, path, Limits{})
+	_, err := Save(ctx, endpoint, nil, nil, path, Limits{})
 	if err == nil || !strings.Contains(err.Error(), endpoint) {
 		t.Fatalf("want an error naming %s, got %v", endpoint, err)
 	}
@@ -220,7 +220,7 @@ func TestSaveFromAMemberThatDiesMidStreamFails(t *testing.T) {
 	}
 	proxy := cuttingProxy(t, strings.TrimPrefix(e.endpoint, "https://"), 1<<20)
 	path := filepath.Join(t.TempDir(), "s.db")
-	_, err := Save(ctx, "https://"+proxy, e.clientTLS, path, Limits{})
+	_, err := Save(ctx, "https://"+proxy, e.clientTLS, nil, path, Limits{})
 	if err == nil || !strings.Contains(err.Error(), "streaming the snapshot") {
 		t.Fatalf("want a streaming error, got %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // etcdTimeout bounds one member's answer: a member that takes longer is as
@@ -78,14 +80,21 @@ func (h EtcdHealth) Problems() string {
 
 // EtcdProber reports the health of etcd members.
 type EtcdProber interface {
-	Etcd(ctx context.Context, members map[string]string, tlsConfig *tls.Config) EtcdHealth
+	Etcd(ctx context.Context, members map[string]string, tlsConfig *tls.Config, dial Dialer) EtcdHealth
 }
+
+// Dialer opens the connection to an etcd member (addr is the host:port of
+// its client URL) in place of the network: a port-forward through a host
+// cluster's API server, to members whose names resolve only inside it. TLS
+// still runs over it, verified against the member's name. Nil dials the
+// network.
+type Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
 // Etcd is the real EtcdProber: it asks each member for its status over TLS.
 type Etcd struct{}
 
 // Etcd probes every member (name → client URL) in parallel.
-func (Etcd) Etcd(ctx context.Context, members map[string]string, tlsConfig *tls.Config) EtcdHealth {
+func (Etcd) Etcd(ctx context.Context, members map[string]string, tlsConfig *tls.Config, dial Dialer) EtcdHealth {
 	names := make([]string, 0, len(members))
 	for n := range members {
 		names = append(names, n)
@@ -98,11 +107,11 @@ func (Etcd) Etcd(ctx context.Context, members map[string]string, tlsConfig *tls.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], leaders[i] = statusOf(ctx, name, members[name], tlsConfig)
+			out[i], leaders[i] = statusOf(ctx, name, members[name], tlsConfig, dial)
 		}()
 	}
 	wg.Wait()
-	out, leaders = addClusterMembers(ctx, out, leaders, tlsConfig)
+	out, leaders = addClusterMembers(ctx, out, leaders, tlsConfig, dial)
 	h := EtcdHealth{Members: out}
 	leaderID := uint64(0)
 	for i, m := range out {
@@ -128,7 +137,7 @@ func (Etcd) Etcd(ctx context.Context, members map[string]string, tlsConfig *tls.
 // are probed and added, learners are not counted healthy until they vote,
 // and a probed endpoint the cluster does not list says so. Without a
 // healthy member the probed set stays as it is.
-func addClusterMembers(ctx context.Context, probed []EtcdMember, leaders []uint64, tlsConfig *tls.Config) ([]EtcdMember, []uint64) {
+func addClusterMembers(ctx context.Context, probed []EtcdMember, leaders []uint64, tlsConfig *tls.Config, dial Dialer) ([]EtcdMember, []uint64) {
 	from := ""
 	for _, m := range probed {
 		if m.Healthy {
@@ -139,7 +148,7 @@ func addClusterMembers(ctx context.Context, probed []EtcdMember, leaders []uint6
 	if from == "" {
 		return probed, leaders
 	}
-	list, err := memberList(ctx, from, tlsConfig)
+	list, err := memberList(ctx, from, tlsConfig, dial)
 	if err != nil {
 		return probed, leaders
 	}
@@ -168,7 +177,7 @@ func addClusterMembers(ctx context.Context, probed []EtcdMember, leaders []uint6
 			case len(lm.ClientURLs) == 0:
 				m.Message = "the cluster lists no client URL for it"
 			default:
-				m, leader = statusOf(ctx, lm.Name, lm.ClientURLs[0], tlsConfig)
+				m, leader = statusOf(ctx, lm.Name, lm.ClientURLs[0], tlsConfig, dial)
 			}
 			probed, leaders = append(probed, m), append(leaders, leader)
 			listed = append(listed, true)
@@ -199,10 +208,10 @@ func addClusterMembers(ctx context.Context, probed []EtcdMember, leaders []uint6
 }
 
 // memberList reads the cluster's member list from one member.
-func memberList(ctx context.Context, endpoint string, tlsConfig *tls.Config) ([]*etcdserverpb.Member, error) {
+func memberList(ctx context.Context, endpoint string, tlsConfig *tls.Config, via Dialer) ([]*etcdserverpb.Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	cli, err := dial(ctx, endpoint, tlsConfig)
+	cli, err := dial(ctx, endpoint, tlsConfig, via)
 	if err != nil {
 		return nil, err
 	}
@@ -214,24 +223,34 @@ func memberList(ctx context.Context, endpoint string, tlsConfig *tls.Config) ([]
 	return resp.Members, nil
 }
 
-// dial connects to one member, within ctx.
-func dial(ctx context.Context, endpoint string, tlsConfig *tls.Config) (*clientv3.Client, error) {
+// dial connects to one member, within ctx, over via when it is set.
+func dial(ctx context.Context, endpoint string, tlsConfig *tls.Config, via Dialer) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:   []string{endpoint},
 		DialTimeout: etcdTimeout,
 		TLS:         tlsConfig,
 		Logger:      zap.NewNop(),
 		Context:     ctx,
+		DialOptions: DialOptions(via),
 	})
+}
+
+// DialOptions are the gRPC options that make an etcd client connect over
+// via (none for the network).
+func DialOptions(via Dialer) []grpc.DialOption {
+	if via == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithContextDialer(via)}
 }
 
 // statusOf asks one member for its status; it returns the member and the
 // leader ID the member reports.
-func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config) (EtcdMember, uint64) {
+func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config, via Dialer) (EtcdMember, uint64) {
 	m := EtcdMember{Name: name, Endpoint: endpoint}
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	cli, err := dial(ctx, endpoint, tlsConfig)
+	cli, err := dial(ctx, endpoint, tlsConfig, via)
 	if err != nil {
 		m.Message = err.Error()
 		return m, 0

@@ -57,7 +57,7 @@ func TestEtcdProbeReportsHealthLeaderAndQuorum(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	var h EtcdHealth
 	for time.Now().Before(deadline) {
-		h = Etcd{}.Etcd(context.Background(), map[string]string{"m1": url, "gone": "http://127.0.0.1:1"}, nil)
+		h = Etcd{}.Etcd(context.Background(), map[string]string{"m1": url, "gone": "http://127.0.0.1:1"}, nil, nil)
 		if h.Healthy == 1 {
 			break
 		}
@@ -75,7 +75,7 @@ func TestEtcdProbeReportsHealthLeaderAndQuorum(t *testing.T) {
 	if !strings.HasPrefix(h.Problems(), "gone: ") || h.Members[0].Healthy {
 		t.Errorf("the dead member must be named with a reason: %q", h.Problems())
 	}
-	if one := (Etcd{}).Etcd(context.Background(), map[string]string{"m1": url}, nil); !one.HasQuorum() || one.Problems() != "" {
+	if one := (Etcd{}).Etcd(context.Background(), map[string]string{"m1": url}, nil, nil); !one.HasQuorum() || one.Problems() != "" {
 		t.Errorf("a healthy single member has quorum and no problems: %+v", one)
 	}
 }
@@ -99,7 +99,7 @@ func TestEtcdProbeListsMembersTheSpecDoesNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := fmt.Sprintf("%x", added.Member.ID)
-	h := Etcd{}.Etcd(ctx, map[string]string{"m1": url, "new": "http://127.0.0.1:1"}, nil)
+	h := Etcd{}.Etcd(ctx, map[string]string{"m1": url, "new": "http://127.0.0.1:1"}, nil, nil)
 	var names []string
 	for _, m := range h.Members {
 		names = append(names, m.Name)
@@ -110,7 +110,7 @@ func TestEtcdProbeListsMembersTheSpecDoesNot(t *testing.T) {
 	if h.Summary() != "1/3" || h.Leader != "m1" || h.HasQuorum() {
 		t.Errorf("one healthy member of three, m1 leading, no quorum of the two voters: %+v", h)
 	}
-	if alone := (Etcd{}).Etcd(ctx, map[string]string{"m1": url}, nil); alone.Summary() != "1/2" || !alone.HasQuorum() {
+	if alone := (Etcd{}).Etcd(ctx, map[string]string{"m1": url}, nil, nil); alone.Summary() != "1/2" || !alone.HasQuorum() {
 		t.Errorf("m1 alone with a learner: the learner does not vote, m1 has quorum: %+v", alone)
 	}
 	if m := h.Members[2]; m.Healthy || !strings.Contains(m.Message, "learner") || !strings.Contains(m.Message, "never started") {

@@ -42,7 +42,7 @@ func BenchmarkContainerizedInstall(b *testing.B) {
 		createSSHSecret(b, ns, "dc-ssh", dc)
 		b.StartTimer()
 
-		containerized, containerizedRun := timeToReady(b, podsDeployment(ns, "pods", "host-cluster", "v1.18.1"))
+		containerized, containerizedRun := timeToReady(b, podsDeployment(ns, "pods", "v1.18.1"))
 		binary, binaryRun := timeToReady(b, binaryDeployment(ns, "bench", "dc-ssh", dc.Hosts()))
 		b.StopTimer()
 

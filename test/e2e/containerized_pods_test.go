@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/etcdsnapshot"
 	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/members"
 	"github.com/kao-io/kao/test/node"
@@ -78,7 +79,7 @@ func TestContainerizedOnRealPods(t *testing.T) {
 	hostKubeconfig := serviceAccountKubeconfig(t, client, flatKubeconfig(t, c))
 	createSecret(t, ns, "host-cluster", map[string][]byte{"kubeconfig": hostKubeconfig})
 	localVolumes(t, c, client, podsStorageClass, 3)
-	kd := podsDeployment(ns, "pods", "host-cluster", "v1.17.1")
+	kd := podsDeployment(ns, "pods", "v1.17.1")
 	phase = time.Now()
 	if err := k8s.Create(ctx, kd); err != nil {
 		t.Fatal(err)
@@ -97,12 +98,31 @@ func TestContainerizedOnRealPods(t *testing.T) {
 
 	// The upgrades to v1.18.1, karmada-scheduler first and then the rest,
 	// roll real Deployments onto the v1.18.1 images one after the other,
-	// each gated by its new pods' probes. kao cannot reach the managed etcd
-	// of a remote host cluster for the snapshot it takes first, so the
-	// upgrades go without one, as kao.io/upgrade-without-backup allows.
+	// each gated by its new pods' probes. The host cluster is remote, so
+	// the first upgrade's snapshot comes through port-forwards to etcd's
+	// pods; the second goes without one, as kao.io/upgrade-without-backup
+	// asks.
 	phase = time.Now()
-	ready = upgradeContainerized(t, client, ready, stateDir, true)
+	ready = upgradeContainerized(t, client, ready, stateDir, "v1.18.1")
 	t.Logf("STEP %-50s %6.1fs", "two upgrades to v1.18.1", time.Since(phase).Seconds())
+
+	// An EtcdBackup of the same etcd, through the same port-forwards.
+	phase = time.Now()
+	eb := &kaov1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: ns},
+		Spec:       kaov1.EtcdBackupSpec{DeploymentName: kd.Name, Destination: kaov1.BackupDestination{Type: kaov1.LocalDestination}},
+	}
+	if err := k8s.Create(ctx, eb); err != nil {
+		t.Fatal(err)
+	}
+	snap := waitForBackup(t, eb, 3*time.Minute).Status.LastSnapshot
+	if !strings.HasPrefix(snap.Member, "karmada-etcd-") || snap.Revision == 0 {
+		t.Errorf("the snapshot of a remote host cluster's etcd: %+v", snap)
+	}
+	if sum, _, err := etcdsnapshot.FileSHA256(snap.Location); err != nil || sum != snap.SHA256 {
+		t.Errorf("the snapshot %s: sha256 %s (%v), status says %s", snap.Location, sum, err, snap.SHA256)
+	}
+	t.Logf("STEP %-50s %6.1fs", "EtcdBackup through port-forwards", time.Since(phase).Seconds())
 	checkRealPods(t, client, podImages("v1.18.1"), map[string]int{"karmada-etcd": 3})
 	if msg := conditionMessage(ready, kaov1.EtcdHealthyCondition); !strings.Contains(msg, "3/3 members") {
 		t.Errorf("EtcdHealthy: %q", msg)
@@ -191,7 +211,7 @@ func TestContainerizedOnRealPods(t *testing.T) {
 
 	// It is exposed by a LoadBalancer this time: the node's allocator gives
 	// the Service an address of its pool, which kube-proxy serves.
-	retaken := podsDeployment(ns, "pods-again", "host-cluster", "v1.18.1")
+	retaken := podsDeployment(ns, "pods-again", "v1.18.1")
 	retaken.Annotations = map[string]string{kaov1.TakeOverFromAnnotation: string(final.UID)}
 	retaken.Spec.Etcd.Managed.PurgeDataOnDelete = true
 	retaken.Spec.APIServer.ServiceType = kaov1.LoadBalancerService
@@ -229,8 +249,9 @@ func TestContainerizedOnRealPods(t *testing.T) {
 
 // podsDeployment is a Containerized control plane on the real node: three
 // etcd members on claims of podsStorageClass (localVolumes), karmada-apiserver
-// behind a NodePort, the host cluster's kubeconfig in the Secret hostSecret.
-func podsDeployment(ns, name, hostSecret, version string) *kaov1.KarmadaDeployment {
+// behind a NodePort, the host cluster's kubeconfig in the Secret
+// host-cluster.
+func podsDeployment(ns, name, version string) *kaov1.KarmadaDeployment {
 	return &kaov1.KarmadaDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: kaov1.KarmadaDeploymentSpec{
@@ -238,7 +259,7 @@ func podsDeployment(ns, name, hostSecret, version string) *kaov1.KarmadaDeployme
 			Version:   version,
 			Artifacts: kaov1.ArtifactsSpec{ImageRegistry: podsRegistry},
 			HostCluster: &kaov1.HostClusterSpec{
-				KubeconfigSecretRef: &kaov1.SecretKeyReference{Name: hostSecret, Key: "kubeconfig"},
+				KubeconfigSecretRef: &kaov1.SecretKeyReference{Name: "host-cluster", Key: "kubeconfig"},
 				Namespace:           podsNamespace,
 			},
 			APIServer: kaov1.APIServerSpec{ServiceType: kaov1.NodePortService},

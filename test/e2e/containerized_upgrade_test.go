@@ -30,14 +30,14 @@ import (
 // rolling update never drops a request: TestBinaryUpgrade's prober does
 // that for the Binary path.
 //
-// With withoutBackup, each upgrade goes without the snapshot, as annotation
-// kao.io/upgrade-without-backup allows where kao cannot reach the managed
-// etcd (a remote host cluster): each run must say so with an Event instead.
-func upgradeContainerized(t *testing.T, client kubernetes.Interface, kd *kaov1.KarmadaDeployment, stateDir string, withoutBackup bool) *kaov1.KarmadaDeployment {
+// Each upgrade takes its snapshot first, except the one at spec.version
+// skipBackupAt (none if ""): it goes without, as annotation
+// kao.io/upgrade-without-backup asks, and its run must say so with an Event.
+func upgradeContainerized(t *testing.T, client kubernetes.Interface, kd *kaov1.KarmadaDeployment, stateDir, skipBackupAt string) *kaov1.KarmadaDeployment {
 	t.Helper()
 	ns := kd.Spec.HostCluster.Namespace
 	allow := func(version string) {
-		if withoutBackup {
+		if version == skipBackupAt {
 			changeDeployment(t, kd, func(kd *kaov1.KarmadaDeployment) {
 				metav1.SetMetaDataAnnotation(&kd.ObjectMeta, kaov1.UpgradeWithoutBackupAnnotation, version)
 			})
@@ -45,7 +45,7 @@ func upgradeContainerized(t *testing.T, client kubernetes.Interface, kd *kaov1.K
 	}
 	check := func(done *kaov1.KarmadaDeployment, version string, moves []string) {
 		t.Helper()
-		if !withoutBackup {
+		if version != skipBackupAt {
 			checkContainerizedUpgrade(t, done, stateDir, moves)
 			return
 		}

@@ -22,6 +22,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -136,7 +137,7 @@ func TestContainerizedVariants(t *testing.T) {
 		}
 	})
 	resolveClusterNames(t, kubeletExt.HostsFile())
-	ext := startExternalEtcd(t, testenv.ToolDir(t, "etcd"))
+	ext := startExternalEtcd(t, testenv.ToolDir(t, "etcd"), "127.0.0.1")
 
 	operator, hostKubeconfig := operatorInHostCluster(t, hc)
 	ns := newNamespace(t)
@@ -234,7 +235,7 @@ func TestContainerizedVariants(t *testing.T) {
 	ready = waitForCondition(t, external, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
 	checkReadyAt(t, ready, false, containerizedVersions("v1.17.1"))
 	phase = time.Now()
-	ready = upgradeContainerized(t, hc.Client, ready, stateDir, false)
+	ready = upgradeContainerized(t, hc.Client, ready, stateDir, "")
 	t.Logf("the external etcd's deployment's two upgrades took %s", time.Since(phase).Round(time.Second))
 	checkReadyStatus(t, ready, false)
 	if c := conditionMessage(ready, kaov1.EtcdHealthyCondition); !strings.HasPrefix(c, "1/1 members healthy") {
@@ -248,7 +249,7 @@ func TestContainerizedVariants(t *testing.T) {
 			t.Errorf("kao made %s %s for an external etcd", o.GetKind(), o.GetName())
 		}
 	}
-	checkExternalEtcdFlags(t, hc, ext)
+	checkExternalEtcdFlags(t, hc.Client, variantsExternalNamespace, ext, variantsKeyPrefix)
 	svc = apiServerService(t, hc, variantsExternalNamespace)
 	if svc.Spec.Type != corev1.ServiceTypeClusterIP {
 		t.Errorf("karmada-apiserver's Service is %s, want ClusterIP", svc.Spec.Type)
@@ -407,13 +408,14 @@ func apiServerService(t testing.TB, hc *hostcluster.Cluster, ns string) *corev1.
 }
 
 // checkExternalEtcdFlags checks that both API servers of the external
-// etcd's deployment name its endpoint and key prefix, and read the user's
-// CA and client certificate from the files their Secret mounts.
-func checkExternalEtcdFlags(t testing.TB, hc *hostcluster.Cluster, ext *externalEtcd) {
+// etcd's deployment in host cluster namespace ns name its endpoint and the
+// key prefix, and read the user's CA and client certificate from the files
+// their Secret mounts.
+func checkExternalEtcdFlags(t testing.TB, kc kubernetes.Interface, ns string, ext *externalEtcd, prefix string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, name := range []string{"karmada-apiserver", "karmada-aggregated-apiserver"} {
-		d, err := hc.Client.AppsV1().Deployments(variantsExternalNamespace).Get(ctx, name, metav1.GetOptions{})
+		d, err := kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -424,15 +426,15 @@ func checkExternalEtcdFlags(t testing.TB, hc *hostcluster.Cluster, ext *external
 				flags[k] = v
 			}
 		}
-		if flags["--etcd-servers"] != ext.endpoint || flags["--etcd-prefix"] != variantsKeyPrefix {
+		if flags["--etcd-servers"] != ext.endpoint || flags["--etcd-prefix"] != prefix {
 			t.Errorf("%s runs with --etcd-servers=%s --etcd-prefix=%s, want %s and %s",
-				name, flags["--etcd-servers"], flags["--etcd-prefix"], ext.endpoint, variantsKeyPrefix)
+				name, flags["--etcd-servers"], flags["--etcd-prefix"], ext.endpoint, prefix)
 		}
 		files := map[string][]byte{
 			flags["--etcd-cafile"]: ext.ca, flags["--etcd-certfile"]: ext.clientCert, flags["--etcd-keyfile"]: ext.clientKey,
 		}
 		for path, want := range files {
-			got, ok := mountedFile(t, hc, d, path)
+			got, ok := mountedFile(t, kc, d, path)
 			if !ok {
 				t.Errorf("%s reads %q, which no Secret of its pod holds", name, path)
 				continue
@@ -445,7 +447,7 @@ func checkExternalEtcdFlags(t testing.TB, hc *hostcluster.Cluster, ext *external
 }
 
 // mountedFile finds the Secret key a Deployment's container sees at path.
-func mountedFile(t testing.TB, hc *hostcluster.Cluster, d *appsv1.Deployment, path string) ([]byte, bool) {
+func mountedFile(t testing.TB, kc kubernetes.Interface, d *appsv1.Deployment, path string) ([]byte, bool) {
 	t.Helper()
 	spec := d.Spec.Template.Spec
 	for _, m := range spec.Containers[0].VolumeMounts {
@@ -457,7 +459,7 @@ func mountedFile(t testing.TB, hc *hostcluster.Cluster, d *appsv1.Deployment, pa
 			if v.Name != m.Name || v.Secret == nil {
 				continue
 			}
-			s, err := hc.Client.CoreV1().Secrets(d.Namespace).Get(context.Background(), v.Secret.SecretName, metav1.GetOptions{})
+			s, err := kc.CoreV1().Secrets(d.Namespace).Get(context.Background(), v.Secret.SecretName, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -491,10 +493,10 @@ type externalEtcd struct {
 
 // startExternalEtcd starts etcd from the tools cache with certificates of
 // its own (from kao's PKI package, as any CA would issue them) on a free
-// loopback port, and stops it in t.Cleanup.
-func startExternalEtcd(t testing.TB, etcdDir string) *externalEtcd {
+// port of address (an address of this machine), and stops it in t.Cleanup.
+func startExternalEtcd(t testing.TB, etcdDir, address string) *externalEtcd {
 	t.Helper()
-	b, _, _, err := pki.Ensure(nil, pki.Request{EtcdHosts: []pki.Host{{Name: "external", Address: "127.0.0.1"}}}, time.Now())
+	b, _, _, err := pki.Ensure(nil, pki.Request{EtcdHosts: []pki.Host{{Name: "external", Address: address}}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,8 +514,8 @@ func startExternalEtcd(t testing.TB, etcdDir string) *externalEtcd {
 			t.Fatal(err)
 		}
 	}
-	client := "https://127.0.0.1:" + strconv.Itoa(members.FreePort(t, "127.0.0.1"))
-	peer := "http://127.0.0.1:" + strconv.Itoa(members.FreePort(t, "127.0.0.1"))
+	client := "https://" + net.JoinHostPort(address, strconv.Itoa(members.FreePort(t, address)))
+	peer := "http://" + net.JoinHostPort(address, strconv.Itoa(members.FreePort(t, address)))
 	e.endpoint = client
 	log, err := os.Create(filepath.Join(dir, "etcd.log"))
 	if err != nil {

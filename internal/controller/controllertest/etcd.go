@@ -165,7 +165,7 @@ func (c *EtcdCluster) WaitHealthy(t *testing.T) probe.EtcdHealth {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		h := probe.Etcd{}.Etcd(context.Background(), c.Members(), c.ClientTLS)
+		h := probe.Etcd{}.Etcd(context.Background(), c.Members(), c.ClientTLS, nil)
 		if h.Healthy == len(c.Hosts) && h.Leader != "" {
 			return h
 		}

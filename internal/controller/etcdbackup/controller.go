@@ -185,6 +185,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *backupScope) ctrl.R
 	}
 
 	kd, src, wait, err := r.deploymentToBackUp(ctx, eb, now)
+	defer src.Close()
 	if wait {
 		if !d.slot.IsZero() {
 			eb.Status.NextScheduleTime = pipeline.TimePtr(d.slot) // still due: taken once the deployment is ready
@@ -251,12 +252,6 @@ func (r *Reconciler) deploymentToBackUp(ctx context.Context, eb *kaov1.EtcdBacku
 		r.notReady(eb, kd, now, kaov1.PrerequisitesMissingReason,
 			fmt.Sprintf("KarmadaDeployment %s is being deleted: kao takes no snapshots of it", key))
 		return nil, nil, true, nil
-	}
-	if !pipeline.SnapshotReachable(kd) {
-		r.notReady(eb, kd, now, kaov1.InvalidSpecReason,
-			fmt.Sprintf("KarmadaDeployment %s runs managed etcd on a remote host cluster, whose etcd Services kao cannot reach from outside it: "+
-				"kao backs up a Containerized etcd only with spec.hostCluster.inCluster (or spec.etcd.external)", key))
-		return kd, nil, false, nil
 	}
 	if kd.Status.ObservedGeneration == 0 {
 		setBackupCondition(eb, now, kaov1.ReadyCondition, metav1.ConditionFalse, kaov1.WaitingForRunReason,

@@ -348,7 +348,7 @@ func takeTestSnapshot(t *testing.T, dir string) (string, string) {
 	file := filepath.Join(dir, "etcd.db")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	saved, err := etcdsnapshot.Save(ctx, c.Members()[c.Hosts[0].Name], c.ClientTLS, file, etcdsnapshot.Limits{})
+	saved, err := etcdsnapshot.Save(ctx, c.Members()[c.Hosts[0].Name], c.ClientTLS, nil, file, etcdsnapshot.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -294,7 +294,7 @@ func (r *Reconciler) observeEtcd(ctx context.Context, kd *kaov1.KarmadaDeploymen
 		members[h.Name] = "https://" + net.JoinHostPort(h.Address, strconv.Itoa(pipeline.EtcdClientPort))
 		comp.Hosts = append(comp.Hosts, h.Name)
 	}
-	health := r.etcdProber().Etcd(ctx, members, tlsConfig)
+	health := r.etcdProber().Etcd(ctx, members, tlsConfig, nil)
 	recordEtcdHealth(kd, health)
 	comp.Ready = health.Healthy == len(health.Members)
 	comp.Message = pipeline.TruncateString(strings.TrimSpace(health.Summary()+" healthy "+health.Problems()), 512)
@@ -316,7 +316,7 @@ func (r *Reconciler) observeExternalEtcd(ctx context.Context, kd *kaov1.KarmadaD
 			pipeline.TruncateString("cannot probe the external etcd: "+err.Error(), 1024))
 		return
 	}
-	recordEtcdHealth(kd, r.etcdProber().Etcd(ctx, ext.Endpoint, tlsConfig))
+	recordEtcdHealth(kd, r.etcdProber().Etcd(ctx, ext.Endpoint, tlsConfig, nil))
 }
 
 func (r *Reconciler) etcdProber() probe.EtcdProber {

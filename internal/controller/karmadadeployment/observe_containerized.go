@@ -252,7 +252,7 @@ func (r *Reconciler) observeContainerizedEtcd(ctx context.Context, kd *kaov1.Kar
 		for _, pod := range inventory.EtcdPodNames(kd) {
 			members[pod] = pipeline.EtcdMemberURL(kd, pod)
 		}
-		health := r.etcdProber().Etcd(ctx, members, tlsConfig)
+		health := r.etcdProber().Etcd(ctx, members, tlsConfig, nil)
 		recordEtcdHealth(kd, health)
 		if comp.Ready && health.Healthy != len(health.Members) {
 			comp.Ready = false

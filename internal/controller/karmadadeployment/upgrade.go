@@ -356,17 +356,12 @@ func (r *Reconciler) backupBeforeUpgrade(ctx context.Context, kd *kaov1.KarmadaD
 	if r.StateDir == "" {
 		return nil, fmt.Errorf("the operator runs without --state-dir: there is no place to keep the snapshot")
 	}
-	if !pipeline.SnapshotReachable(kd) {
-		return nil, fmt.Errorf("kao cannot reach the managed etcd of a Containerized control plane on a remote host cluster "+
-			"(its Services resolve only inside that cluster; kao snapshots it with spec.hostCluster.inCluster or spec.etcd.external). "+
-			"To upgrade anyway, take a snapshot your own way and annotate the KarmadaDeployment %s=%s",
-			kaov1.UpgradeWithoutBackupAnnotation, kd.Spec.Version)
-	}
 	g := r.inputs()
 	src, err := g.EtcdSourceOf(ctx, kd)
 	if err != nil {
 		return nil, err
 	}
+	defer src.Close()
 	etcdutl, err := g.EtcdutlFor(src.Version)
 	if err != nil {
 		return nil, err

@@ -515,28 +515,9 @@ func TestContainerizedUpgradeStopMessageNamesTheDeployment(t *testing.T) {
 	}
 }
 
-func TestUpgradeBackupOfARemoteHostClustersEtcd(t *testing.T) {
+func TestUpgradeWithoutBackupNamesOneVersion(t *testing.T) {
 	kd := containerizedUpgradeFixture()
-	if !pipeline.SnapshotReachable(kd) {
-		t.Error("a managed etcd with the operator in the host cluster is reachable")
-	}
-	kd.Spec.HostCluster = &kaov1.HostClusterSpec{KubeconfigSecretRef: &kaov1.SecretKeyReference{Name: "host", Key: "kubeconfig"}}
-	if pipeline.SnapshotReachable(kd) {
-		t.Error("a managed etcd of a remote host cluster is not reachable")
-	}
-	r := &Reconciler{Options: pipeline.Options{StateDir: t.TempDir()}}
 	kd.Spec.Version = "v1.18.1"
-	_, err := r.backupBeforeUpgrade(t.Context(), kd, time.Now())
-	for _, want := range []string{"cannot reach the managed etcd", "spec.hostCluster.inCluster", kaov1.UpgradeWithoutBackupAnnotation + "=v1.18.1"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("error %v does not say %q", err, want)
-		}
-	}
-	kd.Spec.Etcd = kaov1.EtcdSpec{External: &kaov1.ExternalEtcd{}}
-	if !pipeline.SnapshotReachable(kd) {
-		t.Error("an external etcd is reachable wherever the operator runs")
-	}
-
 	// The annotation covers the upgrade to the version it names only.
 	if upgradeWithoutBackup(kd) {
 		t.Error("no annotation, yet the backup is skipped")

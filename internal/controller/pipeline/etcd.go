@@ -22,6 +22,7 @@ import (
 	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
 	"github.com/kao-io/kao/internal/inventory"
+	"github.com/kao-io/kao/internal/podforward"
 	"github.com/kao-io/kao/internal/probe"
 )
 
@@ -41,20 +42,36 @@ const (
 const SnapshotTimeFormat = "20060102T150405Z"
 
 // EtcdSource is the etcd cluster a backup snapshots and how to reach it.
+// Close it when done.
 type EtcdSource struct {
 	// members maps member names (host names, or host:port of an external
 	// endpoint) to client URLs.
 	members map[string]string
 	// tls authenticates kao to the members.
 	tls *tls.Config
+	// dial reaches the members through a remote host cluster's API server;
+	// nil reaches them over the network.
+	dial probe.Dialer
+	// close ends what dial opened.
+	close func() error
 	// Version is the etcd version whose etcdutl checks the snapshot ("" for
 	// the bundle's default).
 	Version string
 }
 
+// Close closes the port-forwards the source opened, if any.
+func (s *EtcdSource) Close() {
+	if s != nil && s.close != nil {
+		_ = s.close()
+	}
+}
+
 // EtcdSourceOf finds the etcd members of a deployment and the client
 // certificate to reach them: kao's etcd-healthcheck-client for managed etcd,
-// the user's client certificate for spec.etcd.external.
+// the user's client certificate for spec.etcd.external. The members of a
+// Containerized etcd on a remote host cluster resolve only inside it: kao
+// reaches them with a port-forward through that cluster's API server, with
+// the credentials of spec.hostCluster.
 func (g *Gatherer) EtcdSourceOf(ctx context.Context, kd *kaov1.KarmadaDeployment) (*EtcdSource, error) {
 	if ext := kd.Spec.Etcd.External; ext != nil {
 		e, err := g.ReadExternalEtcd(ctx, kd)
@@ -79,13 +96,44 @@ func (g *Gatherer) EtcdSourceOf(ctx context.Context, kd *kaov1.KarmadaDeployment
 	if m := kd.Spec.Etcd.Managed; m != nil {
 		src.Version = m.Version
 	}
+	if kd.Spec.Mode == kaov1.ContainerizedMode && (kd.Spec.HostCluster == nil || !kd.Spec.HostCluster.InCluster) {
+		hc, err := g.HostCluster(ctx, kd)
+		if err != nil {
+			return nil, err
+		}
+		pods, err := podforward.New(hc.REST, hc.Namespace)
+		if err != nil {
+			return nil, reason.Missing("%s", "the host cluster's kubeconfig is unusable: "+sanitizeKubeconfigError(err))
+		}
+		src.dial, src.close = etcdPodDialer(kd, pods), pods.Close
+	}
 	return src, nil
+}
+
+// etcdPodDialer reaches the members of a Containerized etcd through pods:
+// it forwards the client URL of a StatefulSet pod of the deployment's etcd
+// (any ordinal, so that members beyond spec.etcd.managed.replicas, which the
+// cluster's member list names while it scales, are reached too) and refuses
+// every other address, whatever a member list says.
+func etcdPodDialer(kd *kaov1.KarmadaDeployment, pods *podforward.Dialer) probe.Dialer {
+	suffix := "." + ServiceNames(kd, HostEtcd)[1]
+	port := strconv.Itoa(EtcdClientPort)
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		host, p, err := net.SplitHostPort(addr)
+		pod, ok := strings.CutSuffix(host, suffix)
+		ordinal, isPod := strings.CutPrefix(pod, HostEtcd+"-")
+		if _, nerr := strconv.ParseUint(ordinal, 10, 16); err != nil || !ok || !isPod || nerr != nil || p != port {
+			return nil, fmt.Errorf("kao forwards only to the client port of the deployment's etcd pods (%s-<n>%s:%s), not to %s", HostEtcd, suffix, port, addr)
+		}
+		return pods.Dial(ctx, pod, EtcdClientPort)
+	}
 }
 
 // managedEtcdMembers maps the members of a managed etcd to their client
 // URLs: the etcd hosts (Binary), or the StatefulSet's pods by their DNS
 // names in the host cluster, which kao's etcd certificates name
-// (Containerized; only resolvable from inside the host cluster).
+// (Containerized; only resolvable from inside the host cluster, and reached
+// from outside it through etcdPodDialer).
 func managedEtcdMembers(kd *kaov1.KarmadaDeployment) map[string]string {
 	out := map[string]string{}
 	if kd.Spec.Mode == kaov1.ContainerizedMode {
@@ -217,7 +265,7 @@ func (g *Gatherer) SSHTarget(ctx context.Context, eb *kaov1.EtcdBackup, tmp stri
 // with etcdutl.
 func StreamSnapshot(ctx context.Context, prober probe.EtcdProber, src *EtcdSource, etcdutl, partial string, lim etcdsnapshot.Limits) (*etcdsnapshot.Saved, probe.EtcdMember, *etcdsnapshot.Status, error) {
 	log := ctrl.LoggerFrom(ctx)
-	candidates, err := snapshotCandidates(prober.Etcd(ctx, src.members, src.tls))
+	candidates, err := snapshotCandidates(prober.Etcd(ctx, src.members, src.tls, src.dial))
 	if err != nil {
 		return nil, probe.EtcdMember{}, nil, err
 	}
@@ -226,7 +274,7 @@ func StreamSnapshot(ctx context.Context, prober probe.EtcdProber, src *EtcdSourc
 	failures := []string{}
 	for _, m := range candidates {
 		start := time.Now()
-		saved, err = etcdsnapshot.Save(ctx, m.Endpoint, src.tls, partial, lim)
+		saved, err = etcdsnapshot.Save(ctx, m.Endpoint, src.tls, src.dial, partial, lim)
 		if err == nil {
 			member = m
 			log.V(1).Info("Streamed an etcd snapshot", "member", m.Name, "bytes", saved.Size, "took", time.Since(start))
@@ -289,12 +337,4 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
-}
-
-// SnapshotReachable tells whether kao can take a snapshot of the
-// deployment's etcd from where it runs: not the managed etcd of a
-// Containerized control plane on a remote host cluster.
-func SnapshotReachable(kd *kaov1.KarmadaDeployment) bool {
-	return kd.Spec.Mode != kaov1.ContainerizedMode || kd.Spec.Etcd.Managed == nil ||
-		(kd.Spec.HostCluster != nil && kd.Spec.HostCluster.InCluster)
 }

@@ -2,12 +2,16 @@ package pipeline
 
 import (
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/podforward"
 	"github.com/kao-io/kao/internal/probe"
 )
 
@@ -95,5 +99,55 @@ func TestSnapshotCandidatesPreferHealthyFollowers(t *testing.T) {
 				t.Errorf("candidates %v, want %v", names, tc.want)
 			}
 		})
+	}
+}
+
+// TestEtcdPodDialerForwardsOnlyToEtcdPods checks what a remote host
+// cluster's etcd member list cannot make kao reach: only the client port of
+// the deployment's etcd pods is forwarded, and nothing else asks the API
+// server for a port-forward.
+func TestEtcdPodDialerForwardsOnlyToEtcdPods(t *testing.T) {
+	asked := make(chan string, 10)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- r.URL.Path
+		http.Error(w, "no upgrades here", http.StatusForbidden)
+	}))
+	defer api.Close()
+	kd := &kaov1.KarmadaDeployment{Spec: kaov1.KarmadaDeploymentSpec{
+		Mode:        kaov1.ContainerizedMode,
+		HostCluster: &kaov1.HostClusterSpec{Namespace: "kd", DNSDomain: "dc1.local"},
+		Etcd:        kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{Replicas: ptr.To(int32(3))}},
+	}}
+	pods, err := podforward.New(&rest.Config{Host: api.URL}, "kd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pods.Close() }()
+	dial := etcdPodDialer(kd, pods)
+	for _, addr := range []string{
+		"karmada-etcd-0.karmada-etcd.kd.svc.dc1.local:2380",      // the peer port
+		"karmada-apiserver-0.karmada-etcd.kd.svc.dc1.local:2379", // not an etcd pod
+		"karmada-etcd-0.karmada-etcd.other.svc.dc1.local:2379",   // another namespace
+		"karmada-etcd-x.karmada-etcd.kd.svc.dc1.local:2379",      // no ordinal
+		"karmada-etcd-0.karmada-etcd.kd.svc.dc1.local.evil:2379", // another domain
+		"10.0.0.1:2379", "karmada-etcd-0.karmada-etcd.kd.svc.dc1.local", // an address, no port
+	} {
+		if _, err := dial(t.Context(), addr); err == nil || !strings.Contains(err.Error(), "kao forwards only to") {
+			t.Errorf("dialing %s: %v, want a refusal", addr, err)
+		}
+	}
+	select {
+	case p := <-asked:
+		t.Fatalf("a refused address asked the API server for %s", p)
+	default:
+	}
+	// A member beyond spec.etcd.managed.replicas (etcd scaling down) is an
+	// etcd pod: its port-forward is asked for, and the API server's refusal
+	// is the error.
+	if _, err := dial(t.Context(), "karmada-etcd-4.karmada-etcd.kd.svc.dc1.local:2379"); err == nil || !strings.Contains(err.Error(), "pod kd/karmada-etcd-4") {
+		t.Errorf("dialing member 4: %v, want the API server's refusal", err)
+	}
+	if p := <-asked; p != "/api/v1/namespaces/kd/pods/karmada-etcd-4/portforward" {
+		t.Errorf("the port-forward asked for %s", p)
 	}
 }

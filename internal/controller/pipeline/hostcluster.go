@@ -56,6 +56,9 @@ const (
 type HostCluster struct {
 	// Client talks to the host cluster.
 	Client kubernetes.Interface
+	// REST is Client's configuration, for what a typed client does not do
+	// (port-forwards).
+	REST *rest.Config
 	// Kubeconfig reaches the host cluster from a run (kubernetes.core); it
 	// holds credentials.
 	Kubeconfig []byte
@@ -140,6 +143,7 @@ func (g *Gatherer) HostCluster(ctx context.Context, kd *kaov1.KarmadaDeployment)
 		return nil, reason.Missing("%s", "the host cluster's kubeconfig is unusable: "+sanitizeKubeconfigError(err))
 	}
 	restConfig.UserAgent = "kao-operator"
+	hc.REST = restConfig
 	if hc.Client, err = kubernetes.NewForConfig(restConfig); err != nil {
 		return nil, reason.Missing("%s", "the host cluster's kubeconfig is unusable: "+sanitizeKubeconfigError(err))
 	}
