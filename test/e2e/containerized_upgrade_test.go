@@ -165,3 +165,13 @@ func checkRolloutOrder(t *testing.T, kd *kaov1.KarmadaDeployment, want []string)
 		}
 	}
 }
+
+// containerizedVersions are the versions of a Containerized control
+// plane's components when Karmada's run karmada.
+func containerizedVersions(karmada string) map[string]string {
+	return map[string]string{
+		"karmada-apiserver": "v1.35.4", "kube-controller-manager": "v1.35.4",
+		"karmada-aggregated-apiserver": karmada, "karmada-controller-manager": karmada,
+		"karmada-scheduler": karmada, "karmada-webhook": karmada,
+	}
+}

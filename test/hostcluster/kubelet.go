@@ -216,13 +216,6 @@ func (k *Kubelet) PodLogs(component string) string {
 	return b.String()
 }
 
-// HostsFile is the file every program of the kubelet sees as /etc/hosts:
-// the cluster DNS names of the namespace's Services and StatefulSet pods. It
-// is rewritten in place, so a bind mount of it follows the changes: a test
-// that mounts it over /etc/hosts in a mount namespace of its own resolves
-// those names as a pod of the host cluster would.
-func (k *Kubelet) HostsFile() string { return filepath.Join(k.root, "hosts") }
-
 // HostPath is the directory that stands for a hostPath volume's path on
 // the nodes: one directory of the kubelet's for every node.
 func (k *Kubelet) HostPath(path string) string { return filepath.Join(k.root, "hostpath", path) }
