@@ -192,9 +192,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *backupScope) ctrl.R
 		}
 		return ctrl.Result{RequeueAfter: deploymentWaitRequeueAfter}
 	}
-	if src == nil && err == nil { // a spec kao cannot act on; a change of either object reconciles again
-		return ctrl.Result{}
-	}
 	var res *snapshotResult
 	if err == nil {
 		res, err = r.takeSnapshot(ctx, eb, src, now)
@@ -235,8 +232,8 @@ func requeueAt(at, now time.Time) ctrl.Result {
 // deploymentToBackUp reads the KarmadaDeployment and how to reach its etcd.
 // wait is true while the deployment is missing or not installed yet: no
 // snapshot is taken of an etcd that is being installed, and Ready says so.
-// A nil source and error without wait is a spec kao cannot act on; Ready
-// says why. An error (a bad etcd client Secret) fails this attempt.
+// An error (a bad etcd client Secret, an unusable host cluster kubeconfig)
+// fails this attempt. Close the source when done.
 func (r *Reconciler) deploymentToBackUp(ctx context.Context, eb *kaov1.EtcdBackup, now time.Time) (kd *kaov1.KarmadaDeployment, src *pipeline.EtcdSource, wait bool, err error) {
 	kd = &kaov1.KarmadaDeployment{}
 	key := types.NamespacedName{Namespace: eb.Namespace, Name: eb.Spec.DeploymentName}
