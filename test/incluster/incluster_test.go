@@ -3,15 +3,15 @@
 // (test/node: a real kubelet and containerd), installs a Binary control plane
 // on SSH test hosts from inside its pod, survives its pod being deleted in the
 // middle of the install, joins a Push member and a Pull member whose
-// karmada-agent is a real pod, takes a backup onto its state volume and
-// uninstalls.
+// karmada-agent is a real pod, takes a backup onto its state volume,
+// installs, backs up and deletes a Containerized control plane in its own
+// cluster on real pods, and uninstalls.
 package incluster
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,11 +27,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/metrics"
-	"github.com/kao-io/kao/internal/ociimage"
 	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/members"
@@ -45,6 +45,9 @@ const (
 	// names the agent's image <registry>/karmada/karmada-agent:<version>.
 	agentRegistry = "kao.test"
 	agentImage    = agentRegistry + "/karmada/karmada-agent:v1.18.1"
+	// inClusterNamespace holds the Containerized control plane that the
+	// operator installs into its own cluster.
+	inClusterNamespace = "karmada-incluster"
 )
 
 // step logs how long each step took, for the note and docs/benchmarks.md.
@@ -137,7 +140,7 @@ func TestOperatorInCluster(t *testing.T) {
 	// creates as a Deployment there: a real pod from an image in the node's
 	// containerd, reaching karmada-apiserver on the host.
 	push := members.Start(t, 1, members.Options{Address: dc.Gateway()})[0]
-	importAgentImage(t, cluster)
+	importComponentImages(t, cluster)
 	pull, err := cluster.FlatKubeconfig() // kao refuses kubeconfigs that name files
 	if err != nil {
 		t.Fatal(err)
@@ -191,27 +194,15 @@ func TestOperatorInCluster(t *testing.T) {
 	steps.done("a Push member and a Pull member (its agent a real pod) joined and Ready")
 
 	// A backup onto the state volume.
-	eb := &kaov1.EtcdBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: "dc1-now", Namespace: ns},
-		Spec:       kaov1.EtcdBackupSpec{DeploymentName: kd.Name, Destination: kaov1.BackupDestination{Type: kaov1.LocalDestination}},
-	}
-	create(t, k8s, eb)
-	waitFor(t, 5*time.Minute, "the backup", func() (bool, error) {
-		cur := &kaov1.EtcdBackup{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(eb), cur); err != nil {
-			return false, err
-		}
-		c := meta.FindStatusCondition(cur.Status.Conditions, kaov1.BackupSucceededCondition)
-		if c != nil && c.Status == metav1.ConditionFalse {
-			return false, fmt.Errorf("backup failed: %s", c.Message)
-		}
-		return c != nil && c.Status == metav1.ConditionTrue && cur.Status.LastSnapshot != nil, nil
-	})
+	eb := backUp(t, k8s, kd, "dc1-now")
 	snapshots := findFiles(t, stateDir, ".db")
 	if len(snapshots) == 0 {
 		t.Fatalf("no snapshot on the state volume %s", stateDir)
 	}
 	steps.done("backup written to the state volume")
+
+	containerizedInCluster(t, k8s, ns)
+	steps.done("a Containerized control plane in the operator's cluster: Ready, backed up, deleted")
 
 	// Prometheus' view, read from the manager pod's metrics port through
 	// the chart's Service, as a scrape through the API server's proxy.
@@ -255,6 +246,103 @@ func TestOperatorInCluster(t *testing.T) {
 	steps.done("kubectl apply -k config/default: the manager back, acting on a new object")
 }
 
+// backUp takes a one-shot backup of kd onto the operator's state volume and
+// waits for its snapshot.
+func backUp(t *testing.T, k8s client.Client, kd *kaov1.KarmadaDeployment, name string) *kaov1.EtcdBackup {
+	t.Helper()
+	eb := &kaov1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kd.Namespace},
+		Spec:       kaov1.EtcdBackupSpec{DeploymentName: kd.Name, Destination: kaov1.BackupDestination{Type: kaov1.LocalDestination}},
+	}
+	create(t, k8s, eb)
+	waitFor(t, 5*time.Minute, "backup "+name, func() (bool, error) {
+		cur := &kaov1.EtcdBackup{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(eb), cur); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, kaov1.BackupSucceededCondition)
+		if c != nil && c.Status == metav1.ConditionFalse {
+			return false, fmt.Errorf("backup %s failed: %s", name, c.Message)
+		}
+		return c != nil && c.Status == metav1.ConditionTrue && cur.Status.LastSnapshot != nil, nil
+	})
+	return eb
+}
+
+// containerizedInCluster has the operator pod install a Containerized
+// control plane into its own cluster (spec.hostCluster.inCluster, in
+// inClusterNamespace, which the chart's values allow): every component a
+// real container on the node from the images of importComponentImages,
+// etcd on an EmptyDir, karmada-apiserver behind a ClusterIP Service that
+// the operator pod reaches by its cluster DNS name, as it reaches etcd's
+// pods by theirs for a backup. Then it deletes it.
+func containerizedInCluster(t *testing.T, k8s client.Client, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	kd := &kaov1.KarmadaDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: ns},
+		Spec: kaov1.KarmadaDeploymentSpec{
+			Mode:        kaov1.ContainerizedMode,
+			Version:     "v1.18.1",
+			Artifacts:   kaov1.ArtifactsSpec{ImageRegistry: agentRegistry},
+			HostCluster: &kaov1.HostClusterSpec{InCluster: true, Namespace: inClusterNamespace},
+			APIServer:   kaov1.APIServerSpec{ServiceType: kaov1.ClusterIPService},
+			Etcd: kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{
+				Replicas: ptr.To(int32(1)), Storage: kaov1.EtcdStorage{Type: kaov1.EmptyDirStorage},
+			}},
+		},
+	}
+	create(t, k8s, kd)
+	var ready *kaov1.KarmadaDeployment
+	waitFor(t, 8*time.Minute, "the Containerized control plane to be Ready", func() (bool, error) {
+		cur := &kaov1.KarmadaDeployment{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(kd), cur); err != nil {
+			return false, err
+		}
+		if last := cur.Status.LastRun; last != nil && last.Result == kaov1.RunFailed {
+			return false, fmt.Errorf("the Containerized install failed: %s (failed tasks %+v)", last.Message, last.FailedTasks)
+		}
+		ready = cur
+		return meta.IsStatusConditionTrue(cur.Status.Conditions, kaov1.ReadyCondition), nil
+	})
+	if ep := ready.Status.Endpoint; !strings.Contains(ep, "karmada-apiserver."+inClusterNamespace+".svc") {
+		t.Errorf("status.endpoint %q is not karmada-apiserver's cluster DNS name", ep)
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(inClusterNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]bool{}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Ready && strings.HasPrefix(cs.ContainerID, "containerd://") {
+				images[cs.Image] = true
+			}
+		}
+	}
+	for _, want := range []string{"etcd:3.6.6-0", "kube-apiserver:v1.35.4", "kube-controller-manager:v1.35.4",
+		"karmada/karmada-aggregated-apiserver:v1.18.1", "karmada/karmada-controller-manager:v1.18.1",
+		"karmada/karmada-scheduler:v1.18.1", "karmada/karmada-webhook:v1.18.1"} {
+		if !images[agentRegistry+"/"+want] {
+			t.Errorf("no Ready container of %s/%s runs in %s: %v", agentRegistry, want, inClusterNamespace, images)
+		}
+	}
+	backUp(t, k8s, ready, "pods-now")
+
+	if err := k8s.Delete(ctx, kd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Minute, "the Containerized control plane's deletion", func() (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(kd), &kaov1.KarmadaDeployment{})
+		if !apierrors.IsNotFound(err) {
+			return false, client.IgnoreNotFound(err)
+		}
+		left := &corev1.PodList{}
+		err = k8s.List(ctx, left, client.InNamespace(inClusterNamespace))
+		return err == nil && len(left.Items) == 0, err
+	})
+}
+
 // oneHostDeployment is a Binary control plane on one test host whose SSH key
 // and known_hosts are in the Secret sshSecret.
 func oneHostDeployment(ns, name, sshSecret string, h hosts.Host) *kaov1.KarmadaDeployment {
@@ -275,33 +363,19 @@ func oneHostDeployment(ns, name, sshSecret string, h hosts.Host) *kaov1.KarmadaD
 	}
 }
 
-// importAgentImage builds karmada-agent's image from the binary of the tools
-// cache (at /bin/karmada-agent, where kao's Deployment runs it) and imports
-// it into the node.
-func importAgentImage(t *testing.T, c *node.Cluster) {
+// importComponentImages builds the images of Karmada's components with
+// `make images`' program under agentRegistry and imports them into the
+// node's containerd: the Pull member's karmada-agent and the Containerized
+// control plane run from them.
+func importComponentImages(t *testing.T, c *node.Cluster) {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "tools.sh"), "dir", "karmada").Output()
-	if err != nil {
-		t.Fatal(err)
+	out := t.TempDir()
+	cmd := exec.Command("go", "run", "./hack/image", "-components", "-registry", agentRegistry, "-out", out)
+	cmd.Dir = testenv.RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/image -components: %v\n%s", err, b)
 	}
-	dir := t.TempDir()
-	layer, err := ociimage.LayerFromEntries([]ociimage.Entry{
-		{Path: "/bin/karmada-agent", Mode: 0o755, Source: filepath.Join(strings.TrimSpace(string(out)), "karmada-agent")},
-		{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
-	}, time.Unix(0, 0), filepath.Join(dir, "layer.tar.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, err := ociimage.ParseReference(agentImage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	archive := filepath.Join(dir, "karmada-agent.oci.tar")
-	if _, err := ociimage.WriteArchive(archive, ociimage.Image{Name: name, Layers: []ociimage.Layer{layer},
-		Config: ociimage.Config{Entrypoint: []string{"/bin/karmada-agent"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ImportImage(archive); err != nil {
+	if err := c.ImportImage(filepath.Join(out, "karmada-images.oci.tar")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -407,7 +481,8 @@ func helmInstall(t *testing.T, c *node.Cluster) {
 	helm(t, c, "install", "kao", filepath.Join(testenv.RepoRoot(), "charts", "kao"),
 		"--namespace", namespace, "--create-namespace",
 		"--set", "image.repository="+strings.Split(image, ":")[0], "--set", "image.tag="+strings.Split(image, ":")[1],
-		"--set", "image.pullPolicy=Never", "--set", "state.size=20Gi", "--set", "runTimeout=15m")
+		"--set", "image.pullPolicy=Never", "--set", "state.size=20Gi", "--set", "runTimeout=15m",
+		"--set", "hostClusterRBAC=true", "--set", "security.allowedInClusterNamespaces[0]="+inClusterNamespace)
 }
 
 // helm runs the helm of make tools against the node with a home of its own.
