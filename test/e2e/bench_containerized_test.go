@@ -20,7 +20,8 @@ import (
 // node (test/node, images from `make images` already imported), and Binary
 // on three fresh SSH test hosts (the baseline). Each is timed from creating
 // the KarmadaDeployment to Ready, one after the other so that they do not
-// share the two cores. Run it with
+// share the two cores; it then prints where each install run's time went.
+// Run it with
 //
 //	go test ./test/e2e/ -run '^$' -bench ContainerizedInstall -benchtime 1x -timeout 30m
 func BenchmarkContainerizedInstall(b *testing.B) {
@@ -42,8 +43,8 @@ func BenchmarkContainerizedInstall(b *testing.B) {
 		createSSHSecret(b, ns, "dc-ssh", dc)
 		b.StartTimer()
 
-		containerized, containerizedRun := timeToReady(b, podsDeployment(ns, "pods", "v1.18.1"))
-		binary, binaryRun := timeToReady(b, binaryDeployment(ns, "bench", "dc-ssh", dc.Hosts()))
+		containerized, containerizedRun, containerizedLog := timeToReady(b, podsDeployment(ns, "pods", "v1.18.1"))
+		binary, binaryRun, binaryLog := timeToReady(b, binaryDeployment(ns, "bench", "dc-ssh", dc.Hosts()))
 		b.StopTimer()
 
 		b.ReportMetric(containerized.Seconds(), "containerized-s")
@@ -53,17 +54,20 @@ func BenchmarkContainerizedInstall(b *testing.B) {
 		fmt.Printf("%-44s %10s %10s\n", "Containerized, one real node", containerized.Round(100*time.Millisecond), containerizedRun.Round(100*time.Millisecond))
 		fmt.Printf("%-44s %10s %10s\n", "Binary, three SSH test hosts (baseline)", binary.Round(100*time.Millisecond), binaryRun.Round(100*time.Millisecond))
 		fmt.Printf("%-44s %10.2f\n", "ratio Containerized / Binary", containerized.Seconds()/binary.Seconds())
+		printRunBreakdown("Containerized install", containerizedLog)
+		printRunBreakdown("Binary install", binaryLog)
 	}
 }
 
-// timeToReady creates kd and returns how long it took to be Ready, and how
-// long its install run took.
-func timeToReady(b *testing.B, kd *kaov1.KarmadaDeployment) (time.Duration, time.Duration) {
+// timeToReady creates kd and returns how long it took to be Ready, how long
+// its install run took, and the run's log.
+func timeToReady(b *testing.B, kd *kaov1.KarmadaDeployment) (time.Duration, time.Duration, string) {
 	b.Helper()
 	start := time.Now()
 	if err := k8s.Create(context.Background(), kd); err != nil {
 		b.Fatal(err)
 	}
 	ready := waitForCondition(b, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 10*time.Minute)
-	return time.Since(start), runDuration(b, ready)
+	took := time.Since(start)
+	return took, runDuration(b, ready), lastRunLog(b, ready)
 }
