@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,4 +58,18 @@ func SSHMaterial(t testing.TB, addresses ...string) (key, knownHosts []byte) {
 		lines = append(lines, knownhosts.Line([]string{a}, pub))
 	}
 	return pem.EncodeToMemory(block), []byte(strings.Join(lines, "\n") + "\n")
+}
+
+// ComponentImages builds the images of Karmada's components with `make
+// images`' program (hack/image -components), named under registry, into a
+// temporary directory, and returns the OCI archive that holds them all.
+func ComponentImages(t testing.TB, registry string) string {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.Command("go", "run", "./hack/image", "-components", "-registry", registry, "-out", out)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/image -components: %v\n%s", err, b)
+	}
+	return filepath.Join(out, "karmada-images.oci.tar")
 }

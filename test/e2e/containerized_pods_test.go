@@ -108,19 +108,8 @@ func TestContainerizedOnRealPods(t *testing.T) {
 
 	// An EtcdBackup of the same etcd, through the same port-forwards.
 	phase = time.Now()
-	eb := &kaov1.EtcdBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: ns},
-		Spec:       kaov1.EtcdBackupSpec{DeploymentName: kd.Name, Destination: kaov1.BackupDestination{Type: kaov1.LocalDestination}},
-	}
-	if err := k8s.Create(ctx, eb); err != nil {
-		t.Fatal(err)
-	}
-	snap := waitForBackup(t, eb, 3*time.Minute).Status.LastSnapshot
-	if !strings.HasPrefix(snap.Member, "karmada-etcd-") || snap.Revision == 0 {
-		t.Errorf("the snapshot of a remote host cluster's etcd: %+v", snap)
-	}
-	if sum, _, err := etcdsnapshot.FileSHA256(snap.Location); err != nil || sum != snap.SHA256 {
-		t.Errorf("the snapshot %s: sha256 %s (%v), status says %s", snap.Location, sum, err, snap.SHA256)
+	if snap := localBackup(t, ready, "pods"); !strings.HasPrefix(snap.Member, "karmada-etcd-") {
+		t.Errorf("the snapshot of a remote host cluster's etcd comes from member %q, not an etcd pod", snap.Member)
 	}
 	t.Logf("STEP %-50s %6.1fs", "EtcdBackup through port-forwards", time.Since(phase).Seconds())
 	checkRealPods(t, client, podImages("v1.18.1"), map[string]int{"karmada-etcd": 3})
@@ -401,18 +390,34 @@ func podImages(version string) map[string]string {
 	}
 }
 
+// localBackup takes a one-shot EtcdBackup of kd onto the operator's state
+// directory, waits for its snapshot, checks the file against the SHA-256 in
+// status and returns the snapshot.
+func localBackup(t *testing.T, kd *kaov1.KarmadaDeployment, name string) *kaov1.Snapshot {
+	t.Helper()
+	eb := &kaov1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kd.Namespace},
+		Spec:       kaov1.EtcdBackupSpec{DeploymentName: kd.Name, Destination: kaov1.BackupDestination{Type: kaov1.LocalDestination}},
+	}
+	if err := k8s.Create(context.Background(), eb); err != nil {
+		t.Fatal(err)
+	}
+	snap := waitForBackup(t, eb, 3*time.Minute).Status.LastSnapshot
+	if snap.Revision == 0 {
+		t.Errorf("snapshot %s holds revision 0: %+v", snap.Name, snap)
+	}
+	if sum, _, err := etcdsnapshot.FileSHA256(snap.Location); err != nil || sum != snap.SHA256 {
+		t.Errorf("the snapshot %s: sha256 %s (%v), status says %s", snap.Location, sum, err, snap.SHA256)
+	}
+	return snap
+}
+
 // importComponentImages builds the control plane's images with `hack/image
 // -components` (the layer cache is `make images`'s) and loads the archive
 // into the node's containerd.
 func importComponentImages(t testing.TB, c *node.Cluster) {
 	t.Helper()
-	out := t.TempDir()
-	cmd := exec.Command("go", "run", "./hack/image", "-components", "-registry", podsRegistry, "-out", out)
-	cmd.Dir = testenv.RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("hack/image -components: %v\n%s", err, b)
-	}
-	if err := c.ImportImage(filepath.Join(out, "karmada-images.oci.tar")); err != nil {
+	if err := c.ImportImage(testenv.ComponentImages(t, podsRegistry)); err != nil {
 		t.Fatal(err)
 	}
 }

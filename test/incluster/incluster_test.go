@@ -369,13 +369,7 @@ func oneHostDeployment(ns, name, sshSecret string, h hosts.Host) *kaov1.KarmadaD
 // control plane run from them.
 func importComponentImages(t *testing.T, c *node.Cluster) {
 	t.Helper()
-	out := t.TempDir()
-	cmd := exec.Command("go", "run", "./hack/image", "-components", "-registry", agentRegistry, "-out", out)
-	cmd.Dir = testenv.RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("hack/image -components: %v\n%s", err, b)
-	}
-	if err := c.ImportImage(filepath.Join(out, "karmada-images.oci.tar")); err != nil {
+	if err := c.ImportImage(testenv.ComponentImages(t, agentRegistry)); err != nil {
 		t.Fatal(err)
 	}
 }
