@@ -260,7 +260,7 @@ func TestContainerizedInstall(t *testing.T) {
 	// etcd claims, which stay with the data (no purge asked).
 	kubectl("create", "configmap", "kao-e2e-marker", "-n", "default", "--from-literal=written=before-delete")
 	claimUIDs := map[string]string{}
-	for _, o := range hostObjects(t, hc, containerizedNamespace) {
+	for _, o := range hostObjects(t, hc) {
 		if o.GetKind() == "PersistentVolumeClaim" {
 			claimUIDs[o.GetName()] = string(o.GetUID())
 		}
@@ -272,7 +272,7 @@ func TestContainerizedInstall(t *testing.T) {
 	deleteAndWait(t, final)
 	t.Logf("deletion took %s", time.Since(phase).Round(time.Second))
 	left := map[string]string{}
-	for _, o := range hostObjects(t, hc, containerizedNamespace) {
+	for _, o := range hostObjects(t, hc) {
 		if o.GetKind() != "PersistentVolumeClaim" {
 			t.Errorf("after deletion %s %s is still in the host cluster", o.GetKind(), o.GetName())
 			continue
@@ -315,7 +315,7 @@ func TestContainerizedInstall(t *testing.T) {
 	if out := karmadaKubectl(t, reinstalled)("get", "configmap", "kao-e2e-marker", "-n", "default", "-o", "jsonpath={.data.written}"); out != "before-delete" {
 		t.Errorf("the re-created deployment does not hold what Karmada stored before: %q", out)
 	}
-	for _, o := range hostObjects(t, hc, containerizedNamespace) {
+	for _, o := range hostObjects(t, hc) {
 		if o.GetKind() == "PersistentVolumeClaim" && claimUIDs[o.GetName()] != string(o.GetUID()) {
 			t.Errorf("the re-created deployment uses claim %s, not one of etcd's old claims %v", o.GetName(), claimUIDs)
 		}
@@ -324,7 +324,7 @@ func TestContainerizedInstall(t *testing.T) {
 	phase = time.Now()
 	deleteAndWait(t, reinstalled)
 	t.Logf("deletion with purgeDataOnDelete took %s", time.Since(phase).Round(time.Second))
-	for _, o := range hostObjects(t, hc, containerizedNamespace) {
+	for _, o := range hostObjects(t, hc) {
 		t.Errorf("after deletion with purgeDataOnDelete %s %s is still in the host cluster", o.GetKind(), o.GetName())
 	}
 	checkNoPods(t, hc, containerizedNamespace)
@@ -505,11 +505,13 @@ var hostKinds = []schema.GroupVersionResource{
 	{Version: "v1", Resource: "persistentvolumeclaims"},
 }
 
-// hostObjects lists the objects of hostKinds in a host cluster namespace,
-// labelled by kao or not, sorted by kind and name; only the CA ConfigMap
-// that the host cluster itself puts into every namespace is left out.
-func hostObjects(t testing.TB, hc *hostcluster.Cluster, ns string) []unstructured.Unstructured {
+// hostObjects lists the objects of hostKinds in the host cluster namespace
+// containerizedNamespace, labelled by kao or not, sorted by kind and name;
+// only the CA ConfigMap that the host cluster itself puts into every
+// namespace is left out.
+func hostObjects(t testing.TB, hc *hostcluster.Cluster) []unstructured.Unstructured {
 	t.Helper()
+	ns := containerizedNamespace
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(hc.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -548,7 +550,7 @@ func hostObjects(t testing.TB, hc *hostcluster.Cluster, ns string) []unstructure
 func checkGolden(t *testing.T, hc *hostcluster.Cluster, kd *kaov1.KarmadaDeployment, kubectl func(args ...string) string) {
 	t.Helper()
 	got := map[string]string{}
-	for _, o := range hostObjects(t, hc, containerizedNamespace) {
+	for _, o := range hostObjects(t, hc) {
 		got[strings.ToLower(o.GetKind())+"-"+o.GetName()] = normalize(t, &o, kd)
 	}
 	var karmadaServices unstructured.UnstructuredList
