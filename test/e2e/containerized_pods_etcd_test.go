@@ -43,9 +43,6 @@ const podsKeyPrefix = "/karmada-pods"
 //     keys under spec.etcd.external.keyPrefix, an EtcdBackup snapshots it,
 //     and the keys stay when the deployment is deleted.
 func TestContainerizedEtcdChoicesOnRealPods(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real-pod test: skipped in -short mode (starts a real node and builds the component images)")
-	}
 	start := time.Now()
 	ctx := context.Background()
 	c := node.Start(t, node.Options{})
