@@ -47,15 +47,7 @@ func TestContainerizedEtcdChoicesOnRealPods(t *testing.T) {
 	ctx := context.Background()
 	c := node.Start(t, node.Options{})
 	importComponentImages(t, c)
-	client, err := kubernetes.NewForConfig(c.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			logPods(t, client, podsNamespace)
-		}
-	})
+	client := podsClient(t, c)
 	hostPathDir := "/var/lib/karmada-etcd/" + podsNamespace // the role's path: on this machine, which is the node
 	if _, err := os.Stat(hostPathDir); err == nil {
 		t.Fatalf("%s exists already: a test before this one left it", hostPathDir)

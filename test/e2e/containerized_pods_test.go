@@ -64,15 +64,7 @@ func TestContainerizedOnRealPods(t *testing.T) {
 	phase := time.Now()
 	importComponentImages(t, c)
 	t.Logf("STEP %-50s %6.1fs", "images built and imported", time.Since(phase).Seconds())
-	client, err := kubernetes.NewForConfig(c.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			logPods(t, client, podsNamespace)
-		}
-	})
+	client := podsClient(t, c)
 
 	ns := newNamespace(t)
 	stateDir := startOperator(t, ns)
@@ -542,6 +534,22 @@ func podLogs(t testing.TB, client kubernetes.Interface, ns, name string) string 
 		out.Write(logs)
 	}
 	return out.String()
+}
+
+// podsClient is a client of the node's cluster that, should the test
+// fail, logs the pods of podsNamespace and their last log lines.
+func podsClient(t *testing.T, c *node.Cluster) kubernetes.Interface {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logPods(t, client, podsNamespace)
+		}
+	})
+	return client
 }
 
 // logPods logs the pods of ns with their containers' states and the last
