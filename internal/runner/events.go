@@ -116,6 +116,8 @@ type tracker struct {
 	redact   *Redactor
 	log      *logBuffer
 	onChange func(Progress)
+	// relay passes the stream on when the run is followed from elsewhere.
+	relay *relay
 }
 
 func newTracker(total int, redact *Redactor, log *logBuffer, onChange func(Progress)) *tracker {
@@ -145,8 +147,10 @@ func (t *tracker) handleLine(line []byte) {
 		}
 		t.mu.Unlock()
 		t.log.Line(time.Now(), "output", "", "", text)
+		t.relay.record(relayRecord{Event: relayOutput, Line: text})
 		return
 	}
+	t.relay.event(&ev)
 	t.handleEvent(&ev)
 }
 

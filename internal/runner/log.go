@@ -97,6 +97,8 @@ type stderrSink struct {
 	redact *Redactor
 	log    *logBuffer
 	errors []string
+	// relay passes the lines on when the run is followed from elsewhere.
+	relay *relay
 }
 
 // Write implements io.Writer; go-ansible writes one line per call.
@@ -107,6 +109,7 @@ func (s *stderrSink) Write(p []byte) (int, error) {
 			continue
 		}
 		s.log.Line(time.Now(), "stderr", "", "", text)
+		s.relay.record(relayRecord{Event: relayStderr, Line: text})
 		s.mu.Lock()
 		if bytes.HasPrefix(bytes.TrimSpace(line), []byte("ERROR!")) || len(s.errors) > 0 && len(s.errors) < 6 {
 			s.errors = append(s.errors, text)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +33,15 @@ const (
 	Failed Outcome = "Failed"
 	// Cancelled means the caller cancelled the run.
 	Cancelled Outcome = "Cancelled"
+	// Detached means the run goes on elsewhere (a Job) after the operator
+	// stopped following it; the next operator process follows it again.
+	Detached Outcome = "Detached"
 )
+
+// ErrStopping is the cause of a run's cancellation when the operator stops
+// rather than the run's object asking: an in-process run ends with the
+// process, a run elsewhere is left to finish.
+var ErrStopping = errors.New("the operator is stopping")
 
 // File is a file the run needs in its directory, such as a kubeconfig taken
 // from a Secret. Secret files are written 0600 and removed when the run ends.
@@ -85,6 +94,29 @@ type Spec struct {
 	OnProgress func(Progress)
 	// AnsiblePlaybook is the ansible-playbook binary; found in PATH when empty.
 	AnsiblePlaybook string
+	// Relay, when set, receives the run's relayed stream (see Follow): what
+	// a process elsewhere needs to record the run, redacted.
+	Relay io.Writer
+	// Owner is the object the run is for. The in-process runner does not
+	// use it; an executor that runs playbooks elsewhere labels its work with it.
+	Owner Owner
+	// Meta is non-secret data the caller wants back when it finds the run
+	// again from another process (an executor that runs playbooks elsewhere
+	// keeps it with the run).
+	Meta map[string]string
+	// Attach asks an executor that runs playbooks elsewhere to follow the
+	// run with this ID that an earlier process started, and never to start
+	// one. The in-process runner refuses it.
+	Attach bool
+}
+
+// Owner names the Kubernetes object a run is for.
+type Owner struct {
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
+	UID        string
 }
 
 // Result is the outcome of a run.
@@ -125,6 +157,9 @@ var safePath = regexp.MustCompile(`^/[-_./a-zA-Z0-9]*$`)
 // Run runs one playbook and returns its result. The error is non-nil only when
 // the run could not be prepared; a playbook that fails is a Result with Outcome Failed.
 func Run(ctx context.Context, spec Spec) (*Result, error) {
+	if spec.Attach {
+		return nil, fmt.Errorf("run %s: the in-process runner cannot follow a run started by another process", spec.ID)
+	}
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
@@ -149,6 +184,9 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	track := newTracker(total, redact, log, spec.OnProgress)
 	stderr := &stderrSink{redact: redact, log: log}
+	track.relay = newRelay(spec.Relay, redact)
+	stderr.relay = track.relay
+	track.relay.record(relayRecord{Event: relayStart, Total: total})
 
 	runCtx := ctx
 	if spec.Timeout > 0 {
@@ -190,6 +228,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	decide(res, track.snapshot(), stderr.firstError(), ctx.Err(), runCtx.Err(), spec.Timeout)
 	log.Line(res.EndTime, "end", "", "", fmt.Sprintf("%s (exit code %d) %s", res.Outcome, res.ExitCode, res.Message))
+	track.relay.record(relayRecord{Event: relayEnd, Outcome: res.Outcome, Message: res.Message, ExitCode: res.ExitCode})
 	res.Log = log.Tail()
 	return res, nil
 }
