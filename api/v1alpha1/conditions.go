@@ -71,6 +71,9 @@ const (
 	RunningReason = "Running"
 	// RunInterruptedReason means a run was cut off (operator restart, cancel) and will be repeated.
 	RunInterruptedReason = "RunInterrupted"
+	// RunQueuedReason means a run is due but waits for a free slot: the
+	// operator's limit of runs at once (in total or in the namespace) is reached.
+	RunQueuedReason = "RunQueued"
 	// PrerequisitesMissingReason means a referenced Secret, key or artifact is missing or malformed.
 	PrerequisitesMissingReason = "PrerequisitesMissing"
 	// UserRoleInvalidReason means a role of spec.addons.userRoles cannot be

@@ -11,10 +11,12 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -25,6 +27,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
+	"github.com/kao-io/kao/internal/jobexec"
 )
 
 // options are the manager's command-line settings.
@@ -51,9 +54,22 @@ type options struct {
 	allowedInClusterNS        string
 	allowInClusterHostPath    bool
 	allowInClusterTolerations bool
+	// Where runs take place (--executor and the Job settings).
+	executor         string
+	jobImage         string
+	jobPullPolicy    string
+	jobPullSecrets   string
+	jobCPURequest    string
+	jobMemoryRequest string
+	jobMemoryLimit   string
+	maxRuns          int
+	maxRunsPerNS     int
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		os.Exit(runCommand(os.Args[2:], os.Stdout))
+	}
 	opts := options{}
 	flag.StringVar(&opts.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
@@ -79,6 +95,15 @@ func main() {
 	flag.BoolVar(&opts.allowInClusterHostPath, "allow-in-cluster-host-path", false, "Allow HostPath etcd storage on the operator's own cluster's nodes (spec.hostCluster.inCluster).")
 	flag.BoolVar(&opts.allowInClusterTolerations, "allow-in-cluster-tolerations", false, "Allow tolerations on the operator's own cluster (spec.hostCluster.inCluster).")
 	zapOpts := zap.Options{}
+	flag.IntVar(&opts.maxRuns, "max-concurrent-runs", 0, "Most KarmadaDeployment runs in progress at once; the others wait with condition RunQueued. 0 is no limit.")
+	flag.IntVar(&opts.maxRunsPerNS, "max-concurrent-runs-per-namespace", 0, "Most KarmadaDeployment runs in progress at once in one namespace. 0 is no limit.")
+	flag.StringVar(&opts.executor, "executor", "process", "Where KarmadaDeployments' playbooks run: process (children of the manager) or job (a Job per run in the deployment's namespace, which outlives the manager).")
+	flag.StringVar(&opts.jobImage, "job-image", "", "Image of the run Jobs (--executor=job): the manager's own image.")
+	flag.StringVar(&opts.jobPullPolicy, "job-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the run Jobs' image.")
+	flag.StringVar(&opts.jobPullSecrets, "job-image-pull-secrets", "", "Comma-separated pull Secrets of the run Jobs' image; each must exist in every namespace runs take place in.")
+	flag.StringVar(&opts.jobCPURequest, "job-cpu-request", "200m", "CPU request of a run Job's pod.")
+	flag.StringVar(&opts.jobMemoryRequest, "job-memory-request", "256Mi", "Memory request of a run Job's pod.")
+	flag.StringVar(&opts.jobMemoryLimit, "job-memory-limit", "1Gi", "Memory limit of a run Job's pod; 0 for none.")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -90,6 +115,9 @@ func main() {
 }
 
 func run(opts options) error {
+	if opts.maxRuns < 0 || opts.maxRunsPerNS < 0 {
+		return fmt.Errorf("--max-concurrent-runs and --max-concurrent-runs-per-namespace must be 0 (no limit) or more")
+	}
 	if opts.maxConcurrentReconciles < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", opts.maxConcurrentReconciles)
 	}
@@ -132,7 +160,13 @@ func run(opts options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
+	remote, err := jobExecutor(opts, mgr)
+	if err != nil {
+		return err
+	}
 	err = controller.SetupAll(mgr, controller.Options{
+		Remote:                  remote,
+		RunLimits:               controller.RunLimits{Total: opts.maxRuns, PerNamespace: opts.maxRunsPerNS},
 		StateDir:                opts.stateDir,
 		PlaybookDir:             opts.playbookDir,
 		RolesPath:               filepath.SplitList(opts.rolesPath),
@@ -158,6 +192,55 @@ func run(opts options) error {
 
 	ctrl.Log.WithName("setup").Info("Starting manager", "stateDir", opts.stateDir, "watchNamespaces", opts.watchNamespaces)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// jobExecutor makes the executor of --executor=job, or nil for process.
+func jobExecutor(opts options, mgr ctrl.Manager) (controller.RemoteExecutor, error) {
+	switch opts.executor {
+	case "process":
+		return nil, nil
+	case "job":
+	default:
+		return nil, fmt.Errorf("--executor must be process or job, got %q", opts.executor)
+	}
+	if opts.jobImage == "" {
+		return nil, fmt.Errorf("--executor=job needs --job-image, the manager's own image")
+	}
+	policy := corev1.PullPolicy(opts.jobPullPolicy)
+	if policy != corev1.PullAlways && policy != corev1.PullIfNotPresent && policy != corev1.PullNever {
+		return nil, fmt.Errorf("--job-image-pull-policy must be Always, IfNotPresent or Never, got %q", opts.jobPullPolicy)
+	}
+	resources := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
+	for _, q := range []struct {
+		flag, value string
+		into        corev1.ResourceList
+		name        corev1.ResourceName
+	}{
+		{"--job-cpu-request", opts.jobCPURequest, resources.Requests, corev1.ResourceCPU},
+		{"--job-memory-request", opts.jobMemoryRequest, resources.Requests, corev1.ResourceMemory},
+		{"--job-memory-limit", opts.jobMemoryLimit, resources.Limits, corev1.ResourceMemory},
+	} {
+		v, err := resource.ParseQuantity(q.value)
+		if err != nil || v.Sign() < 0 {
+			return nil, fmt.Errorf("%s must be a quantity such as 512Mi, got %q", q.flag, q.value)
+		}
+		if !v.IsZero() {
+			q.into[q.name] = v
+		}
+	}
+	clientset, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("creating the client of run Jobs' logs: %w", err)
+	}
+	var pullSecrets []corev1.LocalObjectReference
+	for _, name := range splitList(opts.jobPullSecrets) {
+		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
+	}
+	return &jobexec.Executor{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clientset: clientset,
+		Image: opts.jobImage, PullPolicy: policy, PullSecrets: pullSecrets, Resources: resources,
+		StateDir: opts.stateDir, UID: jobexec.ImageUID, GID: jobexec.ImageUID,
+	}, nil
 }
 
 // tenancyPolicy reads the flags of what tenants may ask for.

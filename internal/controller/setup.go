@@ -18,6 +18,12 @@ type Options = pipeline.Options
 // Policy is what the operator's administrator lets tenants' specs ask for.
 type Policy = pipeline.Policy
 
+// RunLimits bound the runs in progress at once.
+type RunLimits = pipeline.RunLimits
+
+// RemoteExecutor runs playbooks away from the operator's process.
+type RemoteExecutor = pipeline.RemoteExecutor
+
 // SetupAll registers the KarmadaDeployment, EtcdBackup and EtcdRestore
 // controllers with a manager.
 func SetupAll(mgr ctrl.Manager, o Options) error {

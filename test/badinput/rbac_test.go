@@ -93,19 +93,37 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"kao.io/etcdrestores/status":           {"get", "patch", "update"},
 		"kao.io/etcdrestores/finalizers":       {"get", "patch", "update"},
 	}
-	for _, r := range cluster {
+	checkRules(t, "config/rbac/role.yaml", cluster, allowed)
+	// The Job executor's rules, added only with --executor=job.
+	kind, jobs := loadRole(t, "config/rbac-job-executor/role.yaml")
+	if kind != "ClusterRole" {
+		t.Fatalf("config/rbac-job-executor/role.yaml is a %s, want a ClusterRole", kind)
+	}
+	checkRules(t, "config/rbac-job-executor/role.yaml", jobs, map[string][]string{
+		"batch/jobs": {"create", "delete", "get"},
+		"/secrets":   {"create", "delete"},
+		"/pods":      {"list"},
+		"/pods/log":  {"get"},
+	})
+}
+
+// checkRules fails on a rule of file that allows more than allowed, by
+// group/resource, or has a wildcard.
+func checkRules(t *testing.T, file string, rules []rbacv1.PolicyRule, allowed map[string][]string) {
+	t.Helper()
+	for _, r := range rules {
 		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
-			t.Errorf("unexpected rule shape: %+v", r)
+			t.Errorf("%s: unexpected rule shape: %+v", file, r)
 		}
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				key := g + "/" + res
 				if g == "*" || res == "*" || strings.Contains(key, "*") {
-					t.Errorf("a wildcard in %s", key)
+					t.Errorf("%s: a wildcard in %s", file, key)
 				}
 				for _, v := range r.Verbs {
 					if !slices.Contains(allowed[key], v) {
-						t.Errorf("%s may %s: kao does not need that", key, v)
+						t.Errorf("%s: %s may %s: kao does not need that", file, key, v)
 					}
 				}
 			}

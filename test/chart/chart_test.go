@@ -70,6 +70,17 @@ metrics:
     enabled: true
     namespace: monitoring
 `,
+	"job-executor": `
+watch:
+  mode: namespaced
+  namespaces: [team-a]
+imagePullSecrets: [{name: dc1-registry}]
+executor:
+  type: job
+  resources:
+    requests: {cpu: 500m, memory: 512Mi}
+    limits: {memory: 2Gi}
+`,
 	"pinned-offline": `
 image:
   repository: registry.dc1.example/kao/kao-manager

@@ -84,7 +84,7 @@ func TestOperatorInCluster(t *testing.T) {
 
 	k8s := newClient(t, cluster)
 	stateDir := statePV(t, k8s, "kao-state-helm")
-	helmInstall(t, cluster)
+	helmInstall(t, cluster, "hostClusterRBAC=true", "security.allowedInClusterNamespaces[0]="+inClusterNamespace)
 	manager := waitForManager(t, k8s, "", 5*time.Minute)
 	steps.done("helm install: the manager pod Ready")
 
@@ -470,13 +470,18 @@ func statePV(t *testing.T, k8s client.Client, name string) string {
 	return state
 }
 
-func helmInstall(t *testing.T, c *node.Cluster) {
+// helmInstall installs the chart with the test's image, and the values of
+// extra (--set pairs).
+func helmInstall(t *testing.T, c *node.Cluster, extra ...string) {
 	t.Helper()
-	helm(t, c, "install", "kao", filepath.Join(testenv.RepoRoot(), "charts", "kao"),
+	args := []string{"install", "kao", filepath.Join(testenv.RepoRoot(), "charts", "kao"),
 		"--namespace", namespace, "--create-namespace",
-		"--set", "image.repository="+strings.Split(image, ":")[0], "--set", "image.tag="+strings.Split(image, ":")[1],
-		"--set", "image.pullPolicy=Never", "--set", "state.size=20Gi", "--set", "runTimeout=15m",
-		"--set", "hostClusterRBAC=true", "--set", "security.allowedInClusterNamespaces[0]="+inClusterNamespace)
+		"--set", "image.repository=" + strings.Split(image, ":")[0], "--set", "image.tag=" + strings.Split(image, ":")[1],
+		"--set", "image.pullPolicy=Never", "--set", "state.size=20Gi", "--set", "runTimeout=15m"}
+	for _, v := range extra {
+		args = append(args, "--set", v)
+	}
+	helm(t, c, args...)
 }
 
 // helm runs the helm of make tools against the node with a home of its own.

@@ -25,7 +25,11 @@ app.kubernetes.io/component: manager
 {{- end -}}
 {{- end -}}
 
-{{/* The manager's rules: config/rbac/role.yaml's, copied by make manifests. */}}
+{{/* The manager's rules: config/rbac/role.yaml's, copied by make manifests,
+and config/rbac-job-executor's when runs are Jobs. */}}
 {{- define "kao.rules" -}}
 {{ .Files.Get "files/manager-rules.yaml" }}
+{{- if eq .Values.executor.type "job" }}
+{{ .Files.Get "files/job-executor-rules.yaml" }}
+{{- end }}
 {{- end -}}

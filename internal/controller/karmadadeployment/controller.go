@@ -2,9 +2,11 @@ package karmadadeployment
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,6 +85,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.runs, err = pipeline.StartRuns(mgr, &r.Run, &r.Clock, &r.RunTimeout, r.Sweep); err != nil {
 		return err
 	}
+	r.runs.SetLimits(r.RunLimits)
 	r.clusterWatches = newClusterWatches(r.recordClusters)
 	if err := mgr.Add(r.clusterWatches); err != nil {
 		return err
@@ -186,6 +189,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	}
 	now := r.Clock.Now()
 	if p := kd.Status.Progress; p != nil {
+		if attached, err := r.reattach(ctx, kd, p); err != nil || attached {
+			return ctrl.Result{}, err
+		}
 		r.recordInterruptedRun(ctx, kd, p, now)
 	}
 
@@ -329,6 +335,9 @@ func (r *Reconciler) prepareRun(ctx context.Context, s *scope, playbook, runID, 
 func (r *Reconciler) startRun(ctx context.Context, s *scope, playbook string) (ctrl.Result, error) {
 	kd := s.kd
 	now := r.Clock.Now()
+	if why := r.runs.Queue(kd); why != "" {
+		return r.recordQueued(ctx, kd, playbook, why), nil
+	}
 	runID := pipeline.NewRunID(now)
 	dir := filepath.Join(pipeline.RunsDir(r.StateDir, kd.UID), runID)
 	p, err := r.prepareRun(ctx, s, playbook, runID, dir, now)
@@ -360,6 +369,23 @@ func (r *Reconciler) startRun(ctx context.Context, s *scope, playbook string) (c
 	return ctrl.Result{}, nil
 }
 
+// recordQueued records that a run is due but waits for a slot: the
+// condition says why, an Event tells once, and the end of another run wakes
+// the deployment (a requeue is the fallback).
+func (r *Reconciler) recordQueued(ctx context.Context, kd *kaov1.KarmadaDeployment, playbook, why string) ctrl.Result {
+	msg := fmt.Sprintf("a run of %s is due and waits for a free slot: %s", playbook, why)
+	if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Reason != kaov1.RunQueuedReason {
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, kaov1.RunQueuedReason, "Run", "%s", msg)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Run queued", "playbook", playbook, "reason", why)
+	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.RunQueuedReason, msg)
+	return ctrl.Result{RequeueAfter: queuedRecheck}
+}
+
+// queuedRecheck is how often a queued deployment looks for a slot, should
+// the end of another run not wake it.
+const queuedRecheck = 30 * time.Second
+
 // runExtras is what an install run records in status when it succeeds.
 type runExtras struct {
 	// userRolesDigest is the digest of the user roles the run ran.
@@ -367,6 +393,114 @@ type runExtras struct {
 	// agents are the Pull members the run delivered a karmada-agent
 	// certificate to, with that certificate's expiry.
 	agents map[string]metav1.Time
+}
+
+// Keys of a run's meta data, which a run elsewhere keeps for the operator
+// process that follows it after a restart.
+const (
+	metaUserRolesDigest = "userRolesDigest"
+	metaAgents          = "agents"
+	metaGeneration      = "generation"
+	metaSpec            = "spec"
+)
+
+// meta is what a run elsewhere keeps of the extras.
+func (e runExtras) meta() map[string]string {
+	m := map[string]string{}
+	if e.userRolesDigest != "" {
+		m[metaUserRolesDigest] = e.userRolesDigest
+	}
+	if len(e.agents) > 0 {
+		if b, err := json.Marshal(e.agents); err == nil {
+			m[metaAgents] = string(b)
+		}
+	}
+	return m
+}
+
+// runMeta keeps with a run the generation and spec it runs, so that an
+// operator process that follows it after a restart records it as what it
+// was, even if the spec changed since.
+func runMeta(m map[string]string, kd *kaov1.KarmadaDeployment) error {
+	b, err := json.Marshal(kd.Spec)
+	if err != nil {
+		return err
+	}
+	m[metaGeneration] = strconv.FormatInt(kd.Generation, 10)
+	m[metaSpec] = string(b)
+	return nil
+}
+
+// ranFromMeta is the deployment as a run's meta data says it ran: kd with
+// the run's generation and spec.
+func ranFromMeta(kd *kaov1.KarmadaDeployment, m map[string]string) (*kaov1.KarmadaDeployment, error) {
+	ran := kd.DeepCopy()
+	gen, err := strconv.ParseInt(m[metaGeneration], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("the run's generation %q: %w", m[metaGeneration], err)
+	}
+	ran.Generation = gen
+	ran.Spec = kaov1.KarmadaDeploymentSpec{}
+	if err := json.Unmarshal([]byte(m[metaSpec]), &ran.Spec); err != nil {
+		return nil, fmt.Errorf("the run's spec: %w", err)
+	}
+	return ran, nil
+}
+
+// extrasFromMeta reads the extras back from a run's meta data.
+func extrasFromMeta(m map[string]string) (runExtras, error) {
+	e := runExtras{userRolesDigest: m[metaUserRolesDigest]}
+	if raw := m[metaAgents]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &e.agents); err != nil {
+			return e, fmt.Errorf("reading the run's Pull agents: %w", err)
+		}
+	}
+	return e, nil
+}
+
+// runnerFor is where kd's runs take place: the remote executor, unless there
+// is none or the run needs what only the operator's pod has.
+func (r *Reconciler) runnerFor(kd *kaov1.KarmadaDeployment, spec runner.Spec) pipeline.PlaybookRunner {
+	if r.Remote == nil || !spec.Attach && r.InProcessReason(kd) != "" {
+		return r.Run
+	}
+	return r.Remote.Run
+}
+
+// reattach follows a run that an earlier operator process started in a Job
+// and that still goes on (or ended unseen): it becomes this process's run,
+// recorded as any other when it ends. It returns false when there is no
+// such run, which then counts as interrupted.
+func (r *Reconciler) reattach(ctx context.Context, kd *kaov1.KarmadaDeployment, p *kaov1.RunProgress) (bool, error) {
+	if r.Remote == nil {
+		return false, nil
+	}
+	owner := runner.Owner{APIVersion: kaov1.GroupVersion.String(), Kind: "KarmadaDeployment", Namespace: kd.Namespace, Name: kd.Name, UID: string(kd.UID)}
+	meta, found, err := r.Remote.Find(ctx, owner, p.RunID)
+	if err != nil || !found {
+		return false, err
+	}
+	extras, err := extrasFromMeta(meta)
+	if err != nil {
+		return false, err
+	}
+	ran, err := ranFromMeta(kd, meta)
+	if err != nil {
+		return false, err
+	}
+	spec := runner.Spec{ID: p.RunID, Dir: filepath.Join(pipeline.RunsDir(r.StateDir, kd.UID), p.RunID),
+		Playbook: filepath.Join(r.PlaybookDir, p.Playbook), Attach: true}
+	run := &pipeline.ActiveRun{ID: p.RunID, Playbook: p.Playbook, Generation: ran.Generation, Attached: true}
+	snapshot := ran
+	if err := r.runs.Begin(kd, run, func(runCtx context.Context) {
+		r.executeRun(runCtx, snapshot, spec, p.StartTime.Time, extras)
+	}); err != nil {
+		return false, nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Following the run an earlier operator process started in a Job", "run", p.RunID)
+	r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookReattached", "Run",
+		"Following run %s of %s in its Job, started by an earlier operator process", p.RunID, p.Playbook)
+	return true, nil
 }
 
 // recordNotStarted records why a run could not start, from its
@@ -413,12 +547,25 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 	playbook := filepath.Base(spec.Playbook)
 
 	status := r.statusWriter()
-	run, backupFailed := r.Run, false
-	if playbook == pipeline.UpgradePlaybook {
-		run = r.withUpgradeBackup(kd, r.Run, &backupFailed)
+	base := r.runnerFor(kd, spec)
+	spec.Owner = runner.Owner{APIVersion: kaov1.GroupVersion.String(), Kind: "KarmadaDeployment",
+		Namespace: kd.Namespace, Name: kd.Name, UID: string(kd.UID)}
+	spec.Meta = extras.meta()
+	if err := runMeta(spec.Meta, kd); err != nil {
+		log.Error(err, "Keeping the run's spec with it")
+	}
+	run, backupFailed := base, false
+	if playbook == pipeline.UpgradePlaybook && !spec.Attach {
+		run = r.withUpgradeBackup(kd, base, &backupFailed)
 	}
 	who := metrics.Run{Namespace: kd.Namespace, Deployment: kd.Name, Playbook: playbook}
 	res := pipeline.RunWithProgress(ctx, run, r.Clock, spec, start, who, status.ReportProgress(ctx, kd, spec, start, r.Clock, log))
+	if res.Outcome == runner.Detached {
+		// The operator stops and the run goes on in its Job: status keeps
+		// showing it in progress, and the next operator process follows it.
+		log.Info("Leaving the run to its Job: the operator is stopping")
+		return
+	}
 	log.Info("Run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown, deletion): record the end regardless.

@@ -51,6 +51,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	}
 	now := r.Clock.Now()
 	if p := kd.Status.Progress; p != nil {
+		// A run an earlier process left in a Job is followed, so that the
+		// next reconcile cancels it (or, for an uninstall, waits for it).
+		if attached, err := r.reattach(ctx, kd, p); err != nil || attached {
+			return ctrl.Result{RequeueAfter: pipeline.StaleCacheRequeueAfter}, err
+		}
 		r.recordInterruptedRun(ctx, kd, p, now)
 	}
 	last := kd.Status.LastRun

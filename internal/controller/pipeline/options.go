@@ -1,10 +1,43 @@
 package pipeline
 
 import (
+	"context"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/runner"
 )
+
+// RemoteExecutor runs playbooks away from the operator's process, where a
+// run outlives the operator: Run has runner.Run's contract (with
+// spec.Attach it follows a run an earlier process started), and Find tells
+// whether such a run exists, with the meta data it started with.
+type RemoteExecutor interface {
+	Run(ctx context.Context, spec runner.Spec) (*runner.Result, error)
+	Find(ctx context.Context, owner runner.Owner, runID string) (map[string]string, bool, error)
+}
+
+// InProcessReason says why a deployment's runs take place in the operator's
+// process even with a remote executor, or "" when they need not: a run that
+// needs what only the operator's pod has. The operator's own credentials (a
+// host cluster reached with spec.hostCluster.inCluster) never go into a
+// tenant's namespace, and a bundle mirrored on, or mounted into, the
+// operator's pod is not in a Job's.
+func (o Options) InProcessReason(kd *kaov1.KarmadaDeployment) string {
+	switch {
+	case kd.Spec.HostCluster != nil && kd.Spec.HostCluster.InCluster:
+		return "spec.hostCluster.inCluster runs with the operator's own credentials"
+	case kd.Spec.Artifacts.URL != "":
+		return "the bundle of spec.artifacts.url is mirrored on the operator's state volume"
+	case kd.Spec.Artifacts.LocalPath != "" && (o.ArtifactsDir == "" || !isOrUnder(filepath.Clean(kd.Spec.Artifacts.LocalPath), o.ArtifactsDir)):
+		return "spec.artifacts.localPath lies outside the image's bundle directory " + strings.TrimSuffix(o.ArtifactsDir, "/")
+	}
+	return ""
+}
 
 // Options configure kao's controllers.
 type Options struct {
@@ -39,6 +72,12 @@ type Options struct {
 	MaxSnapshotBytes int64
 	// Policy is what the administrator lets tenants' specs ask for.
 	Policy
+	// RunLimits bound the KarmadaDeployment runs in progress at once, in
+	// total and per namespace; the others wait with condition RunQueued.
+	RunLimits RunLimits
+	// Remote runs KarmadaDeployments' playbooks away from the operator's
+	// process (as Jobs, --executor=job); nil runs them in the process.
+	Remote RemoteExecutor
 
 	// Sweep cleans the state directory before the first run; SetupAll
 	// makes it, and the run trackers wait for it.

@@ -21,6 +21,14 @@ import (
 	"github.com/kao-io/kao/internal/runner"
 )
 
+// RunLimits bound the runs in progress at once; zero is no limit.
+type RunLimits struct {
+	// Total counts every run of the tracker.
+	Total int
+	// PerNamespace counts the runs of one namespace's objects.
+	PerNamespace int
+}
+
 // ActiveRun is a playbook run in progress for one object (a deployment or
 // an EtcdRestore).
 type ActiveRun struct {
@@ -29,9 +37,16 @@ type ActiveRun struct {
 	Generation int64
 	// key is the object's namespace and name, to cancel the run when the
 	// object is gone.
-	key    types.NamespacedName
+	key types.NamespacedName
+	// Attached marks a run an earlier process started and this one
+	// follows: it is under way already, so no limit holds it back.
+	Attached bool
+	// Cancel stops the run because its object asks (it is being deleted).
 	Cancel context.CancelFunc
-	done   chan struct{}
+	// stop cancels the run with a cause: runner.ErrStopping when the
+	// operator stops.
+	stop context.CancelCauseFunc
+	done chan struct{}
 }
 
 // endedRun is the last run this process ended for one object.
@@ -59,6 +74,10 @@ type Tracker struct {
 	wg    sync.WaitGroup
 	// sweep runs before the tracker accepts runs; nil when there is none.
 	sweep *Sweep
+	// limits bound the runs in progress at once; queued are the objects
+	// that waited for a slot, woken when a run ends.
+	limits RunLimits
+	queued map[types.UID]client.Object
 
 	// Finished receives an object when its run ends, so it is reconciled
 	// again at once.
@@ -71,6 +90,7 @@ func NewTracker() *Tracker {
 	return &Tracker{
 		runs:     map[types.UID]*ActiveRun{},
 		ended:    map[types.UID]endedRun{},
+		queued:   map[types.UID]client.Object{},
 		Finished: make(chan event.GenericEvent, 1024),
 	}
 }
@@ -85,7 +105,7 @@ func (t *Tracker) Start(ctx context.Context) error {
 	<-ctx.Done()
 	t.mu.Lock()
 	for _, r := range t.runs {
-		r.Cancel()
+		r.stop(runner.ErrStopping)
 	}
 	t.mu.Unlock()
 	done := make(chan struct{})
@@ -138,23 +158,72 @@ func (t *Tracker) Begin(obj client.Object, run *ActiveRun, fn func(ctx context.C
 	if _, busy := t.runs[uid]; busy {
 		return fmt.Errorf("a run is already in progress for %s", client.ObjectKeyFromObject(obj))
 	}
-	ctx, cancel := context.WithCancel(t.ctx)
+	if why := t.full(obj); why != "" && !run.Attached {
+		t.queued[uid] = obj
+		return errors.New(why)
+	}
+	delete(t.queued, uid)
+	// A run ends when the manager stops only through Start, which gives
+	// the cause: a run elsewhere must tell the operator stopping from its
+	// object's deletion.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(t.ctx))
 	run.key = client.ObjectKeyFromObject(obj)
-	run.Cancel = cancel
+	run.Cancel = func() { cancel(context.Canceled) }
+	run.stop = cancel
 	run.done = make(chan struct{})
 	t.runs[uid] = run
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
 		defer close(run.done)
-		defer cancel()
+		defer cancel(nil)
 		fn(ctx)
 	}()
 	return nil
 }
 
+// SetLimits sets the bounds on runs at once.
+func (t *Tracker) SetLimits(l RunLimits) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.limits = l
+}
+
+// Queue tells whether a run for obj must wait for a slot, and why; a waiting
+// object is reconciled again when a run ends.
+func (t *Tracker) Queue(obj client.Object) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	why := t.full(obj)
+	if why != "" {
+		t.queued[obj.GetUID()] = obj
+	}
+	return why
+}
+
+// full says which limit a new run for obj would pass, or "". Called with
+// mu held.
+func (t *Tracker) full(obj client.Object) string {
+	if t.limits.Total > 0 && len(t.runs) >= t.limits.Total {
+		return fmt.Sprintf("%d runs are in progress, the operator's limit (--max-concurrent-runs)", len(t.runs))
+	}
+	if t.limits.PerNamespace > 0 {
+		n := 0
+		for _, r := range t.runs {
+			if r.key.Namespace == obj.GetNamespace() {
+				n++
+			}
+		}
+		if n >= t.limits.PerNamespace {
+			return fmt.Sprintf("%d runs are in progress in namespace %s, the operator's limit per namespace (--max-concurrent-runs-per-namespace)", n, obj.GetNamespace())
+		}
+	}
+	return ""
+}
+
 // End forgets a finished run, remembers its ID as the object's last ended
-// run, and asks for the object to be reconciled.
+// run, and asks for the object, and those waiting for a slot, to be
+// reconciled.
 func (t *Tracker) End(obj client.Object) {
 	t.mu.Lock()
 	uid := obj.GetUID()
@@ -162,10 +231,17 @@ func (t *Tracker) End(obj client.Object) {
 		t.ended[uid] = endedRun{key: run.key, id: run.ID}
 		delete(t.runs, uid)
 	}
+	wake := []client.Object{obj}
+	for quid, q := range t.queued {
+		wake = append(wake, q)
+		delete(t.queued, quid)
+	}
 	t.mu.Unlock()
-	select {
-	case t.Finished <- event.GenericEvent{Object: obj}:
-	default: // a reconcile is queued already
+	for _, o := range wake {
+		select {
+		case t.Finished <- event.GenericEvent{Object: o}:
+		default: // the channel is full: reconciles are queued already
+		}
 	}
 }
 
@@ -174,6 +250,7 @@ func (t *Tracker) Forget(obj client.Object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.ended, obj.GetUID())
+	delete(t.queued, obj.GetUID())
 }
 
 // ObjectGone cancels the runs of the object that had this namespace and
