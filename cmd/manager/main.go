@@ -94,7 +94,6 @@ func main() {
 	flag.StringVar(&opts.allowedInClusterNS, "allowed-in-cluster-namespaces", "", "Comma-separated namespaces (path.Match patterns such as karmada-*) of the operator's own cluster that spec.hostCluster.inCluster deployments may use; none when empty.")
 	flag.BoolVar(&opts.allowInClusterHostPath, "allow-in-cluster-host-path", false, "Allow HostPath etcd storage on the operator's own cluster's nodes (spec.hostCluster.inCluster).")
 	flag.BoolVar(&opts.allowInClusterTolerations, "allow-in-cluster-tolerations", false, "Allow tolerations on the operator's own cluster (spec.hostCluster.inCluster).")
-	zapOpts := zap.Options{}
 	flag.IntVar(&opts.maxRuns, "max-concurrent-runs", 0, "Most KarmadaDeployment runs in progress at once; the others wait with condition RunQueued. 0 is no limit.")
 	flag.IntVar(&opts.maxRunsPerNS, "max-concurrent-runs-per-namespace", 0, "Most KarmadaDeployment runs in progress at once in one namespace. 0 is no limit.")
 	flag.StringVar(&opts.executor, "executor", "process", "Where KarmadaDeployments' playbooks run: process (children of the manager) or job (a Job per run in the deployment's namespace, which outlives the manager).")
@@ -104,6 +103,7 @@ func main() {
 	flag.StringVar(&opts.jobCPURequest, "job-cpu-request", "200m", "CPU request of a run Job's pod.")
 	flag.StringVar(&opts.jobMemoryRequest, "job-memory-request", "256Mi", "Memory request of a run Job's pod.")
 	flag.StringVar(&opts.jobMemoryLimit, "job-memory-limit", "1Gi", "Memory limit of a run Job's pod; 0 for none.")
+	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))

@@ -96,7 +96,9 @@ func NewTracker() *Tracker {
 }
 
 // Start implements manager.Runnable: it records the context runs derive from
-// and, on shutdown, cancels every run and waits for them to record their end.
+// and, on shutdown, cancels every run with the cause runner.ErrStopping (an
+// in-process run ends, a run in a Job is left to finish) and waits for them
+// to record their end.
 func (t *Tracker) Start(ctx context.Context) error {
 	t.sweep.wait(ctx)
 	t.mu.Lock()
