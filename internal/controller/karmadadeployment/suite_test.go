@@ -89,7 +89,7 @@ func newDeployment(t *testing.T, ns, name string, paused bool, members ...string
 
 // newDeploymentWith is newDeployment with change applied to the
 // deployment before it is created.
-func newDeploymentWith(t *testing.T, ns, name string, change func(*kaov1.KarmadaDeployment), members ...string) *kaov1.KarmadaDeployment {
+func newDeploymentWith(t testing.TB, ns, name string, change func(*kaov1.KarmadaDeployment), members ...string) *kaov1.KarmadaDeployment {
 	t.Helper()
 	ctx := context.Background()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-members", Namespace: ns}, Data: map[string][]byte{}}
