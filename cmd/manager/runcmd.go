@@ -28,7 +28,7 @@ func runCommand(args []string, stdout io.Writer) int {
 	}
 	spec, err := jobexec.ReadRequest(*requestPath)
 	if err != nil {
-		fmt.Fprintf(stdout, "kao run: %v\n", err)
+		_, _ = fmt.Fprintf(stdout, "kao run: %v\n", err)
 		return 3
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -36,7 +36,7 @@ func runCommand(args []string, stdout io.Writer) int {
 	spec.Relay = stdout
 	res, err := runner.Run(ctx, spec)
 	if err != nil {
-		fmt.Fprintf(stdout, "kao run: %s\n", runner.NewRedactor(append(spec.Redact, spec.SSHPrivateKey)...).Clean(err.Error(), 500))
+		_, _ = fmt.Fprintf(stdout, "kao run: %s\n", runner.NewRedactor(append(spec.Redact, spec.SSHPrivateKey)...).Clean(err.Error(), 500))
 		return 3
 	}
 	switch res.Outcome {

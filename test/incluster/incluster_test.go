@@ -85,7 +85,7 @@ func TestOperatorInCluster(t *testing.T) {
 	k8s := newClient(t, cluster)
 	stateDir := statePV(t, k8s, "kao-state-helm")
 	helmInstall(t, cluster, "hostClusterRBAC=true", "security.allowedInClusterNamespaces[0]="+inClusterNamespace)
-	manager := waitForManager(t, k8s, "", 5*time.Minute)
+	manager := waitForManager(t, k8s, "")
 	steps.done("helm install: the manager pod Ready")
 
 	// A tenant's namespace with its SSH material and a one-host deployment.
@@ -112,7 +112,7 @@ func TestOperatorInCluster(t *testing.T) {
 	if err := k8s.Delete(ctx, manager); err != nil {
 		t.Fatal(err)
 	}
-	waitForManager(t, k8s, manager.Name, 5*time.Minute)
+	waitForManager(t, k8s, manager.Name)
 	steps.done("operator pod deleted mid-install; a new one Ready")
 
 	waitFor(t, 10*time.Minute, "a successful install of the current generation", func() (bool, error) {
@@ -228,7 +228,7 @@ func TestOperatorInCluster(t *testing.T) {
 	helm(t, cluster, "uninstall", "kao", "--namespace", namespace, "--wait")
 	statePV(t, k8s, "kao-state-kustomize")
 	applyKustomize(t, cluster)
-	waitForManager(t, k8s, "", 5*time.Minute)
+	waitForManager(t, k8s, "")
 	probe := oneHostDeployment(ns, "dc2", "no-such-secret", h)
 	create(t, k8s, probe)
 	waitFor(t, 2*time.Minute, "the kustomize-installed manager to report the missing Secret", func() (bool, error) {
@@ -376,7 +376,7 @@ func importComponentImages(t *testing.T, c *node.Cluster) {
 
 // buildImage runs hack/image with the default layer cache (shared with
 // `make image`) into a temporary directory.
-func buildImage(t *testing.T) string {
+func buildImage(t testing.TB) string {
 	t.Helper()
 	if b, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "artifacts.sh")).CombinedOutput(); err != nil {
 		t.Fatalf("hack/artifacts.sh: %v\n%s", err, b)
@@ -394,7 +394,7 @@ func buildImage(t *testing.T) string {
 // between the node's network and the hosts' bridge, and traffic from the node
 // to the hosts leaves with the bridge's address, the only one the hosts have
 // a route back to.
-func route(t *testing.T, c *node.Cluster, dc *hosts.Cluster) {
+func route(t testing.TB, c *node.Cluster, dc *hosts.Cluster) {
 	t.Helper()
 	prev, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 	if err != nil {
@@ -423,7 +423,7 @@ func route(t *testing.T, c *node.Cluster, dc *hosts.Cluster) {
 	}
 }
 
-func newClient(t *testing.T, c *node.Cluster) client.Client {
+func newClient(t testing.TB, c *node.Cluster) client.Client {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -443,7 +443,7 @@ func newClient(t *testing.T, c *node.Cluster) client.Client {
 // its directory on this machine. The claim of the chart binds to it: same
 // size, no storage class. hostPath volumes get no fsGroup, so the directory
 // belongs to the manager's user.
-func statePV(t *testing.T, k8s client.Client, name string) string {
+func statePV(t testing.TB, k8s client.Client, name string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -472,7 +472,7 @@ func statePV(t *testing.T, k8s client.Client, name string) string {
 
 // helmInstall installs the chart with the test's image, and the values of
 // extra (--set pairs).
-func helmInstall(t *testing.T, c *node.Cluster, extra ...string) {
+func helmInstall(t testing.TB, c *node.Cluster, extra ...string) {
 	t.Helper()
 	args := []string{"install", "kao", filepath.Join(testenv.RepoRoot(), "charts", "kao"),
 		"--namespace", namespace, "--create-namespace",
@@ -485,7 +485,7 @@ func helmInstall(t *testing.T, c *node.Cluster, extra ...string) {
 }
 
 // helm runs the helm of make tools against the node with a home of its own.
-func helm(t *testing.T, c *node.Cluster, args ...string) {
+func helm(t testing.TB, c *node.Cluster, args ...string) {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "tools.sh"), "dir", "helm").Output()
 	if err != nil {
@@ -532,12 +532,12 @@ func applyKustomize(t *testing.T, c *node.Cluster) {
 	}
 }
 
-// waitForManager waits for a Ready manager pod other than notName and
-// returns it.
-func waitForManager(t *testing.T, k8s client.Client, notName string, timeout time.Duration) *corev1.Pod {
+// waitForManager waits, at most five minutes, for a Ready manager pod other
+// than notName and returns it.
+func waitForManager(t testing.TB, k8s client.Client, notName string) *corev1.Pod {
 	t.Helper()
 	var ready *corev1.Pod
-	waitFor(t, timeout, "a Ready manager pod", func() (bool, error) {
+	waitFor(t, 5*time.Minute, "a Ready manager pod", func() (bool, error) {
 		pods := &corev1.PodList{}
 		if err := k8s.List(context.Background(), pods, client.InNamespace(namespace),
 			client.MatchingLabels{"app.kubernetes.io/name": "kao", "app.kubernetes.io/component": "manager"}); err != nil {
@@ -589,7 +589,7 @@ func interruptedRunRecorded(t *testing.T, k8s client.Client, kd *kaov1.KarmadaDe
 	return len(logs.Items) >= 2
 }
 
-func create(t *testing.T, k8s client.Client, obj client.Object) {
+func create(t testing.TB, k8s client.Client, obj client.Object) {
 	t.Helper()
 	if err := k8s.Create(context.Background(), obj); err != nil {
 		t.Fatal(err)
@@ -598,7 +598,7 @@ func create(t *testing.T, k8s client.Client, obj client.Object) {
 
 // waitFor polls cond every second until it is true, fails on its error, and
 // fails the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

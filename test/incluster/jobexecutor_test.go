@@ -46,7 +46,7 @@ func TestJobExecutor(t *testing.T) {
 	k8s := newClient(t, cluster)
 	statePV(t, k8s, "kao-state-jobs")
 	helmInstall(t, cluster, "executor.type=job", "userRoles.fromConfigMaps=true")
-	manager := waitForManager(t, k8s, "", 5*time.Minute)
+	manager := waitForManager(t, k8s, "")
 	steps.done("image, real node, one SSH host; helm install with executor.type=job")
 
 	ns := "team-j"
@@ -67,7 +67,7 @@ func TestJobExecutor(t *testing.T) {
 	if err := k8s.Delete(ctx, manager); err != nil {
 		t.Fatal(err)
 	}
-	waitForManager(t, k8s, manager.Name, 5*time.Minute)
+	waitForManager(t, k8s, manager.Name)
 	steps.done("operator pod deleted mid-install; a new one Ready")
 	last := awaitRunEnd(t, k8s, kd, runID, 10*time.Minute)
 	if last.Result != kaov1.RunSucceeded {
