@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
@@ -64,12 +63,7 @@ func BenchmarkExecutors(b *testing.B) {
 	k8s := newClient(b, cluster)
 	// helm uninstall keeps the state claim: both rounds' managers use it.
 	statePV(b, k8s, "kao-state-bench")
-	create(b, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}})
-	sshData, err := dc.SSHSecretData()
-	if err != nil {
-		b.Fatal(err)
-	}
-	create(b, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dc-ssh", Namespace: "bench"}, Data: sshData})
+	tenant(b, k8s, "bench", dc)
 	for range b.N {
 		var rounds []executorRound
 		for _, executor := range []string{"process", "job"} {

@@ -90,12 +90,7 @@ func TestOperatorInCluster(t *testing.T) {
 
 	// A tenant's namespace with its SSH material and a one-host deployment.
 	ns := "team-a"
-	create(t, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	sshData, err := dc.SSHSecretData()
-	if err != nil {
-		t.Fatal(err)
-	}
-	create(t, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dc-ssh", Namespace: ns}, Data: sshData})
+	tenant(t, k8s, ns, dc)
 	h := dc.Hosts()[0]
 	kd := oneHostDeployment(ns, "dc1", "dc-ssh", h)
 	create(t, k8s, kd)
@@ -341,6 +336,18 @@ func containerizedInCluster(t *testing.T, k8s client.Client, ns string) {
 		err = k8s.List(ctx, left, client.InNamespace(inClusterNamespace))
 		return err == nil && len(left.Items) == 0, err
 	})
+}
+
+// tenant makes a tenant's namespace with the Secret dc-ssh: the SSH key and
+// known_hosts of the test hosts dc.
+func tenant(t testing.TB, k8s client.Client, ns string, dc *hosts.Cluster) {
+	t.Helper()
+	create(t, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	sshData, err := dc.SSHSecretData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dc-ssh", Namespace: ns}, Data: sshData})
 }
 
 // oneHostDeployment is a Binary control plane on one test host whose SSH key

@@ -50,12 +50,7 @@ func TestJobExecutor(t *testing.T) {
 	steps.done("image, real node, one SSH host; helm install with executor.type=job")
 
 	ns := "team-j"
-	create(t, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	sshData, err := dc.SSHSecretData()
-	if err != nil {
-		t.Fatal(err)
-	}
-	create(t, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dc-ssh", Namespace: ns}, Data: sshData})
+	tenant(t, k8s, ns, dc)
 	h := dc.Hosts()[0]
 	kd := oneHostDeployment(ns, "jobs", "dc-ssh", h)
 	create(t, k8s, kd)
