@@ -66,12 +66,12 @@ func newExecutor(t *testing.T) (*Executor, client.Client, string) {
 }
 
 func testSpec(t *testing.T, ns string, id string) runner.Spec {
+	key, known := testenv.SSHMaterial(t, "node1")
 	return runner.Spec{
 		ID: id, Dir: filepath.Join(t.TempDir(), "runs", id), Playbook: "/opt/kao/playbooks/install.yml",
 		Inventory: []byte(`{"all":{"hosts":{"node1":{}}}}`), Groups: map[string][]string{"all": {"node1"}},
 		ExtraVars:     map[string]any{"kao_pki_dir": map[string]string{"__ansible_unsafe": "/var/lib/kao/runs/x/secrets/pki"}},
-		SSHPrivateKey: []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-real-key-but-secret\n-----END OPENSSH PRIVATE KEY-----\n"),
-		KnownHosts:    []byte("node1 ssh-ed25519 AAAA\n"), Timeout: 10 * time.Minute,
+		SSHPrivateKey: key, KnownHosts: known, Timeout: 10 * time.Minute,
 		Owner: runner.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "owner", UID: "0b5e5d6a-0000-4000-8000-000000000001"},
 		Meta:  map[string]string{"generation": "3"},
 	}
@@ -121,7 +121,7 @@ func TestAJobRunCarriesItsRequestAndIsLeftToRunWhenTheOperatorStops(t *testing.T
 	case len(secret.OwnerReferences) != 1 || secret.OwnerReferences[0].UID != job.UID:
 		t.Errorf("the Secret is not owned by the Job: %+v", secret.OwnerReferences)
 	}
-	for _, s := range []string{string(spec.SSHPrivateKey), "not-a-real-key"} {
+	for _, s := range []string{string(spec.SSHPrivateKey), strings.Split(string(spec.SSHPrivateKey), "\n")[1]} {
 		for what, text := range map[string]string{"Job": mustJSON(t, job), "pod args": strings.Join(pod.Containers[0].Args, " ")} {
 			if strings.Contains(text, s) {
 				t.Errorf("the %s holds the SSH key", what)
