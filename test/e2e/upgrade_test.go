@@ -74,12 +74,9 @@ var kaoServices = map[string]string{
 // It also reads each host's karmada-aggregated-apiserver /readyz and checks
 // that no two were ever down in the same sample: one host at a time.
 //
-// It takes 4.5 (idle) to 17 minutes on a 2-core machine. It runs in parallel
-// with the other long test of its own hosts, TestBinaryInstall, after the
-// package's sequential tests: the two wait mostly on hosts and Ansible, not
-// on the CPU.
+// It takes 4.5 (idle) to 17 minutes on a 2-core machine.
 func TestBinaryUpgrade(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // see the package doc: long tests run two at a time
 	testStart := time.Now()
 	dc := hosts.Start(t, 3)
 	ctx := context.Background()

@@ -74,15 +74,54 @@ func (r Report) LastSerial(url string) *big.Int {
 	return s[len(s)-1]
 }
 
+// Causes counts, per server, why it was not ready: "refused" (nothing
+// listened), "timeout" (no answer within CheckTimeout), "answered" (it
+// answered, but not "ok") and "other".
+func (r Report) Causes() map[string]map[string]int {
+	out := map[string]map[string]int{}
+	for _, round := range r.Rounds {
+		for u, msg := range round.Errors {
+			if out[u] == nil {
+				out[u] = map[string]int{}
+			}
+			out[u][cause(msg)]++
+		}
+	}
+	return out
+}
+
+func cause(msg string) string {
+	switch {
+	case strings.Contains(msg, "connection refused"):
+		return "refused"
+	case strings.Contains(msg, "Client.Timeout") || strings.Contains(msg, "deadline exceeded"):
+		return "timeout"
+	case strings.HasPrefix(msg, "answered "):
+		return "answered"
+	default:
+		return "other"
+	}
+}
+
 // String sums the report up for a log.
 func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d rounds, %d without a ready server", len(r.Rounds), len(r.Outages()))
+	causes := r.Causes()
 	for u, n := range r.NotReady() {
-		fmt.Fprintf(&b, "; %s not ready in %d rounds, %d serving certificates", u, n, len(r.Serials[u]))
+		fmt.Fprintf(&b, "; %s not ready in %d rounds %v, %d serving certificates", u, n, causes[u], len(r.Serials[u]))
 	}
 	return b.String()
 }
+
+// CheckTimeout bounds one /readyz request, as a load balancer's health check
+// timeout does (HAProxy's "timeout check", a cloud balancer's check timeout:
+// seconds, not the probe interval). A server that is stopped or restarting
+// refuses the connection or answers "not ready" at once, so an outage is seen
+// within one round whatever this is; a server that is slow to answer on a
+// loaded machine still serves its clients, and is not counted out for it
+// unless it stays silent this long.
+const CheckTimeout = 5 * time.Second
 
 // Prober probes until Stop.
 type Prober struct {
@@ -103,7 +142,7 @@ func Start(urls []string, client tls.Certificate, roots *x509.CertPool, interval
 		DisableKeepAlives: true,
 		TLSClientConfig:   &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{client}, MinVersion: tls.VersionTLS12},
 	}
-	c := &http.Client{Transport: transport, Timeout: interval * 5}
+	c := &http.Client{Transport: transport, Timeout: max(CheckTimeout, interval*5)}
 	go func() {
 		defer close(p.done)
 		tick := time.NewTicker(interval)
@@ -151,7 +190,7 @@ func (p *Prober) round(ctx context.Context, c *http.Client, urls []string) {
 			}
 			a.ok = resp.StatusCode == http.StatusOK && string(body) == "ok"
 			if !a.ok {
-				a.err = fmt.Sprintf("%s: %.200s", resp.Status, body)
+				a.err = fmt.Sprintf("answered %s: %.200s", resp.Status, body)
 			}
 		}()
 	}
