@@ -37,6 +37,9 @@ type options struct {
 	leaderElect             bool
 	leaderElectionNamespace string
 	maxConcurrentReconciles int
+	maxConcurrentProbes     int
+	kubeAPIQPS              float64
+	kubeAPIBurst            int
 	stateDir                string
 	playbookDir             string
 	rolesPath               string
@@ -76,11 +79,14 @@ func main() {
 	flag.BoolVar(&opts.leaderElect, "leader-elect", false, "Elect a leader so only one manager replica reconciles at a time.")
 	flag.StringVar(&opts.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease; the manager's own namespace when empty.")
 	flag.IntVar(&opts.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "Objects of one kind reconciled at once; each may run one ansible-playbook.")
+	flag.IntVar(&opts.maxConcurrentProbes, "max-concurrent-probes", controller.DefaultMaxConcurrentProbes, "Installed control planes probed at once, on workers apart from the reconciles that start runs.")
 	flag.StringVar(&opts.stateDir, "state-dir", "/var/lib/kao", "Directory for run directories, fact caches and logs.")
 	flag.StringVar(&opts.playbookDir, "playbook-dir", "/opt/kao/playbooks", "Directory holding kao's entry playbooks.")
 	flag.StringVar(&opts.rolesPath, "roles-path", "/opt/kao/roles", "Colon-separated directories holding roles.")
 	flag.StringVar(&opts.artifactsDir, "artifacts-dir", "/opt/kao/artifacts", "Default offline bundle (make artifacts) for Binary deployments without spec.artifacts.")
 	flag.IntVar(&opts.maxForks, "max-forks", 25, "Most hosts one ansible-playbook works on at once.")
+	flag.Float64Var(&opts.kubeAPIQPS, "kube-api-qps", 20, "Requests per second the manager sends to its own API server, on average (client-go's rate limit).")
+	flag.IntVar(&opts.kubeAPIBurst, "kube-api-burst", 30, "Requests the manager may send to its own API server in a burst above --kube-api-qps.")
 	flag.DurationVar(&opts.runTimeout, "run-timeout", 60*time.Minute, "Longest a playbook run may take before it is stopped.")
 	flag.IntVar(&opts.logRetention, "log-retention", 5, "Run logs (ConfigMaps and run directories) kept per KarmadaDeployment.")
 	flag.StringVar(&opts.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch, for the namespaced RBAC of config/rbac-namespaced; every namespace when empty.")
@@ -121,6 +127,12 @@ func run(opts options) error {
 	if opts.maxConcurrentReconciles < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", opts.maxConcurrentReconciles)
 	}
+	if opts.kubeAPIQPS <= 0 || opts.kubeAPIBurst < 1 {
+		return fmt.Errorf("--kube-api-qps must be above 0 and --kube-api-burst at least 1, got %g and %d", opts.kubeAPIQPS, opts.kubeAPIBurst)
+	}
+	if opts.maxConcurrentProbes < 1 {
+		return fmt.Errorf("--max-concurrent-probes must be at least 1, got %d", opts.maxConcurrentProbes)
+	}
 	if !filepath.IsAbs(opts.stateDir) || !filepath.IsAbs(opts.playbookDir) {
 		return fmt.Errorf("--state-dir and --playbook-dir must be absolute paths")
 	}
@@ -147,7 +159,12 @@ func run(opts options) error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(kaov1.AddToScheme(scheme))
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("reading the manager's kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(opts.kubeAPIQPS), opts.kubeAPIBurst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: opts.metricsAddr},
 		HealthProbeBindAddress:  opts.probeAddr,
@@ -175,6 +192,7 @@ func run(opts options) error {
 		RunTimeout:              opts.runTimeout,
 		LogRetention:            opts.logRetention,
 		MaxConcurrentReconciles: opts.maxConcurrentReconciles,
+		MaxConcurrentProbes:     opts.maxConcurrentProbes,
 		UserRolesDir:            opts.userRolesDir,
 		ConfigMapUserRoles:      opts.configMapUserRoles,
 		MaxSnapshotBytes:        maxSnapshot.Value(),

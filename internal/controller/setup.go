@@ -21,6 +21,10 @@ type Policy = pipeline.Policy
 // RunLimits bound the runs in progress at once.
 type RunLimits = pipeline.RunLimits
 
+// DefaultMaxConcurrentProbes is how many control planes are probed at once
+// by default.
+const DefaultMaxConcurrentProbes = pipeline.DefaultMaxConcurrentProbes
+
 // RemoteExecutor runs playbooks away from the operator's process.
 type RemoteExecutor = pipeline.RemoteExecutor
 

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -71,6 +72,8 @@ type Reconciler struct {
 	runs *pipeline.Tracker
 	// clusterWatches follow the deployments' Karmada Clusters.
 	clusterWatches *clusterWatches
+	// probeRequests feed the probe controller (health.go).
+	probeRequests chan event.TypedGenericEvent[client.Object]
 }
 
 // +kubebuilder:rbac:groups=kao.io,resources=karmadadeployments,verbs=get;list;watch;update;patch
@@ -90,6 +93,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(r.clusterWatches); err != nil {
 		return err
 	}
+	if err := r.setupHealth(mgr); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kaov1.KarmadaDeployment{}, builder.WithPredicates(pipeline.SpecOrLifecycleChanged())).
 		WatchesRawSource(source.Channel(r.runs.Finished, &handler.EnqueueRequestForObject{})).
@@ -98,7 +104,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile moves a KarmadaDeployment towards its spec.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	kd := &kaov1.KarmadaDeployment{}
 	if err := r.Client.Get(ctx, req.NamespacedName, kd); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -116,7 +122,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	s := &scope{kd: kd, patcher: status.NewPatcher(r.Client, kd, deploymentStatus, true), failedBefore: lastFailure(kd)}
 	defer func() {
-		if err := r.patchStatus(ctx, s); err != nil {
+		err := r.patchStatus(ctx, s)
+		switch {
+		case err == nil:
+		case apierrors.IsConflict(err) && reterr == nil:
+			// A probe or a run wrote status since the read: decide again on
+			// the newer object.
+			res = ctrl.Result{RequeueAfter: pipeline.StaleCacheRequeueAfter}
+		default:
 			reterr = errors.Join(reterr, err)
 		}
 	}()
@@ -202,7 +215,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 			return ctrl.Result{RequeueAfter: decision.wait}, nil
 		}
 		setCertificatesCondition(kd, now)
-		requeue := r.observe(ctx, kd)
+		setProbeConditions(kd)
+		var requeue time.Duration
+		if kd.Status.ObservedGeneration != 0 {
+			// The probe runs on the probe controller's workers (health.go);
+			// this reconcile comes back for the next one.
+			r.requestProbe(ctx, kd)
+			requeue = r.probeInterval()
+		}
 		if decision.recheck > 0 && (requeue == 0 || decision.recheck < requeue) {
 			// Wake up when the first certificate enters its renewal window.
 			requeue = decision.recheck

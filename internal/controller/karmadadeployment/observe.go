@@ -26,25 +26,26 @@ import (
 const defaultProbeInterval = 30 * time.Second
 
 // observe sets the health conditions from probes of the installed control
-// plane, lists the components in status and exports the admin kubeconfig.
+// plane (on the probe controller's workers: health.go), lists the components in status and exports the admin kubeconfig.
 // Every component is probed from the operator's side: API servers answer
 // /readyz, karmada-webhook completes a TLS handshake with a certificate kao's
 // CA signed for its host, the Cluster APIService is Available, and each
 // controller's leader lease in karmada-apiserver is renewed.
-func (r *Reconciler) observe(ctx context.Context, kd *kaov1.KarmadaDeployment) time.Duration {
+func (r *Reconciler) observe(ctx context.Context, kd *kaov1.KarmadaDeployment) {
 	setProbeConditions(kd)
 	if kd.Status.ObservedGeneration == 0 {
-		return 0
+		return
 	}
 	if kd.Spec.Mode == kaov1.ContainerizedMode {
-		return r.observeContainerized(ctx, kd)
+		r.observeContainerized(ctx, kd)
+		return
 	}
 	bundle, err := r.inputs().ReadPKI(ctx, kd)
 	if err != nil {
 		msg := "cannot probe the control plane: " + err.Error()
 		setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
 		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
-		return r.probeInterval()
+		return
 	}
 	versions, _ := r.inputs().ObservedArtifacts(kd) // for the target versions shown in status; nil if the bundle went away
 	components := []kaov1.ComponentStatus{}
@@ -74,7 +75,6 @@ func (r *Reconciler) observe(ctx context.Context, kd *kaov1.KarmadaDeployment) t
 	if err := r.exportKubeconfig(ctx, kd, bundle); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Exporting the admin kubeconfig")
 	}
-	return r.probeInterval()
 }
 
 // setControlPlaneReady sets ControlPlaneReady from the components' probes.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,25 +36,27 @@ var containerizedComponents = []string{
 // APIService must be Available, when kao reaches karmada-apiserver. etcd's
 // health comes from etcd itself when the operator runs in the host cluster,
 // else from its pods and from karmada-apiserver's etcd check.
-func (r *Reconciler) observeContainerized(ctx context.Context, kd *kaov1.KarmadaDeployment) time.Duration {
-	unknown := func(msg string) time.Duration {
+func (r *Reconciler) observeContainerized(ctx context.Context, kd *kaov1.KarmadaDeployment) {
+	unknown := func(msg string) {
 		msg = pipeline.TruncateString("cannot probe the control plane: "+msg, 1024)
 		for _, t := range []string{kaov1.ControlPlaneReadyCondition, kaov1.EtcdHealthyCondition, kaov1.ReadyCondition} {
 			setCondition(kd, t, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
 		}
-		return r.probeInterval()
 	}
 	bundle, err := r.inputs().ReadPKI(ctx, kd)
 	if err != nil {
-		return unknown(err.Error())
+		unknown(err.Error())
+		return
 	}
 	hc, err := r.inputs().HostCluster(ctx, kd)
 	if err != nil {
-		return unknown(err.Error())
+		unknown(err.Error())
+		return
 	}
 	admin, err := pipeline.ClientTLS(bundle, "ca.crt", "admin-client")
 	if err != nil {
-		return unknown(err.Error())
+		unknown(err.Error())
+		return
 	}
 
 	// karmada-apiserver at the endpoint clients use.
@@ -103,7 +104,6 @@ func (r *Reconciler) observeContainerized(ctx context.Context, kd *kaov1.Karmada
 	if err := r.exportKubeconfig(ctx, kd, bundle); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Exporting the admin kubeconfig")
 	}
-	return r.probeInterval()
 }
 
 // deploymentComponent is the status of the component a Deployment of the

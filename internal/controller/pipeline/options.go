@@ -59,6 +59,11 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// ProbeInterval is how often installed control planes are probed; the KarmadaDeployment controller's default when zero.
 	ProbeInterval time.Duration
+	// MaxConcurrentProbes bounds the control planes probed at once. Probes
+	// have workers of their own, apart from the reconciles that start
+	// runs, so planes that do not answer never delay an install;
+	// DefaultMaxConcurrentProbes when zero.
+	MaxConcurrentProbes int
 	// UserRolesDir is the directory user roles given by path
 	// (spec.addons.userRoles[].path) must lie under; empty refuses them all.
 	UserRolesDir string
