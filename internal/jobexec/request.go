@@ -5,7 +5,8 @@
 // and finds the Job again after a restart, so a run outlives the operator.
 //
 // What the pod needs (inventory, extra vars, the SSH key and known hosts,
-// kubeconfigs, certificates, generated playbooks and roles) travels in a
+// kubeconfigs, certificates, generated playbooks and roles, and where to
+// fetch a restore's snapshot from) travels in a
 // Secret of the run, owned by its Job and deleted when the run ends. The pod
 // mounts no service account token.
 package jobexec
@@ -38,6 +39,7 @@ type request struct {
 	MaxForks          int                 `json:"maxForks,omitempty"`
 	Timeout           time.Duration       `json:"timeout,omitempty"`
 	Redact            [][]byte            `json:"redact,omitempty"`
+	Fetch             *runner.Fetch       `json:"fetch,omitempty"`
 }
 
 func requestOf(spec runner.Spec) request {
@@ -46,6 +48,7 @@ func requestOf(spec runner.Spec) request {
 		ExtraVars: spec.ExtraVars, SSHPrivateKey: spec.SSHPrivateKey, KnownHosts: spec.KnownHosts,
 		SSHConnectTimeout: spec.SSHConnectTimeout, Secrets: spec.Secrets, Files: spec.Files, RolesPath: spec.RolesPath,
 		FactCacheDir: spec.FactCacheDir, MaxForks: spec.MaxForks, Timeout: spec.Timeout, Redact: spec.Redact,
+		Fetch: spec.Fetch,
 	}
 }
 
@@ -55,6 +58,7 @@ func (r request) spec() runner.Spec {
 		ExtraVars: r.ExtraVars, SSHPrivateKey: r.SSHPrivateKey, KnownHosts: r.KnownHosts,
 		SSHConnectTimeout: r.SSHConnectTimeout, Secrets: r.Secrets, Files: r.Files, RolesPath: r.RolesPath,
 		FactCacheDir: r.FactCacheDir, MaxForks: r.MaxForks, Timeout: r.Timeout, Redact: r.Redact,
+		Fetch: r.Fetch,
 	}
 }
 

@@ -21,6 +21,8 @@ import (
 
 	"github.com/apenella/go-ansible/v2/pkg/execute"
 	"github.com/apenella/go-ansible/v2/pkg/playbook"
+
+	"github.com/kao-io/kao/internal/etcdsnapshot"
 )
 
 // Outcome is how a run ended.
@@ -108,6 +110,9 @@ type Spec struct {
 	// run with this ID that an earlier process started, and never to start
 	// one. The in-process runner refuses it.
 	Attach bool
+	// Fetch, when set, is a file the run copies from a host over SSH before
+	// ansible-playbook starts; the extra var it names gets the copy's path.
+	Fetch *Fetch
 }
 
 // Owner names the Kubernetes object a run is for.
@@ -164,13 +169,16 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, err
 	}
 	start := time.Now()
+	if spec.Fetch != nil {
+		spec.ExtraVars = withFetchVar(&spec)
+	}
 	dir, err := prepare(&spec)
 	if err != nil {
 		return nil, err
 	}
 	defer dir.cleanup()
 
-	redact := NewRedactor(append(spec.Redact, spec.SSHPrivateKey)...)
+	redact := NewRedactor(append(spec.Redact, spec.SSHPrivateKey, fetchKey(spec.Fetch))...)
 	logFile, err := os.OpenFile(filepath.Join(spec.Dir, "ansible.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("creating run log: %w", err)
@@ -193,6 +201,19 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		var cancel context.CancelFunc
 		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout)
 		defer cancel()
+	}
+	if spec.Fetch != nil {
+		if err := fetch(runCtx, &spec); err != nil {
+			res := &Result{ID: spec.ID, Playbook: filepath.Base(spec.Playbook), StartTime: start, EndTime: time.Now(), ExitCode: -1,
+				Outcome: Failed, Message: redact.Clean(err.Error(), 500)}
+			if ctx.Err() != nil {
+				res.Outcome, res.Message = Cancelled, "cancelled while fetching "+spec.Fetch.Name
+			}
+			log.Line(res.EndTime, "end", "", "", fmt.Sprintf("%s before ansible-playbook started: %s", res.Outcome, res.Message))
+			track.relay.record(relayRecord{Event: relayEnd, Outcome: res.Outcome, Message: res.Message, ExitCode: res.ExitCode})
+			res.Log = log.Tail()
+			return res, nil
+		}
 	}
 	bin := spec.AnsiblePlaybook
 	if bin == "" {
@@ -315,6 +336,10 @@ func (s *Spec) validate() error {
 		return errors.New("no playbook given")
 	case len(s.Inventory) == 0:
 		return errors.New("no inventory given")
+	case s.Fetch != nil && (s.Fetch.Var == "" || strings.ContainsAny(s.Fetch.Var, "{}% \t\n")):
+		return fmt.Errorf("the fetched file's extra var %q must be a plain name", s.Fetch.Var)
+	case s.Fetch != nil && !etcdsnapshot.FileName.MatchString(s.Fetch.Name):
+		return fmt.Errorf("the fetched file's name %q is not a snapshot file name", s.Fetch.Name)
 	}
 	for _, p := range s.RolesPath {
 		if !safePath.MatchString(p) {

@@ -28,7 +28,9 @@ import (
 // follows the same run to its end; a failing task is reported with its
 // host and message; deleting the deployment during a run deletes that
 // run's Job and Secret, then the uninstall runs in a Job of its own, and
-// nothing of any run is left.
+// nothing of any run is left. An EtcdRestore of a snapshot on an SSH backup
+// host runs in a Job too, whose pod fetches the snapshot itself, and
+// outlives an operator restart as well.
 func TestJobExecutor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("in-cluster test: skipped in -short mode (builds the image, starts a real node and test hosts)")
@@ -79,6 +81,15 @@ func TestJobExecutor(t *testing.T) {
 	})
 	steps.done("the same run completed in its Job and was recorded; Job and Secret gone; Ready")
 
+	restoreThroughJob(t, k8s, dc, kd)
+	steps.done("snapshot to the SSH backup host; restored through a Job across an operator restart; Ready")
+	// The runs after the restore (if any) are not the next step's.
+	cur := &kaov1.KarmadaDeployment{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(kd), cur); err != nil {
+		t.Fatal(err)
+	}
+	runID = cur.Status.LastRun.ID
+
 	// A user role that fails: its task is reported with host and message.
 	create(t, k8s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "breaker", Namespace: ns},
 		Data: map[string]string{"tasks__main.yml": "- name: Breaker | Refuse this host\n  ansible.builtin.fail:\n    msg: kao-job-executor-test refuses {{ inventory_hostname }}\n"}})
@@ -90,7 +101,7 @@ func TestJobExecutor(t *testing.T) {
 	waitFor(t, 5*time.Minute, "the run of the spec with the failing role", func() (bool, error) {
 		cur := &kaov1.KarmadaDeployment{}
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(kd), cur)
-		if l := cur.Status.LastRun; err == nil && l != nil && l.ID > runID && cur.Status.Progress == nil {
+		if l := cur.Status.LastRun; err == nil && l != nil && l.ID > runID && l.Generation == cur.Generation && cur.Status.Progress == nil {
 			failedID = l.ID
 		}
 		return failedID != "", err
@@ -241,4 +252,94 @@ func eventSeen(t *testing.T, k8s client.Client, kd *kaov1.KarmadaDeployment, rea
 		}
 	}
 	return false
+}
+
+// restoreThroughJob takes a snapshot of kd's etcd to a directory on its own
+// host over SSH (an EtcdBackup), then restores it with an EtcdRestore. The
+// restore's run is a Job of the restore whose pod fetches the snapshot from
+// the backup host; the operator pod is deleted while it runs, and the new
+// one follows it (PlaybookReattached) and records it. The restore
+// succeeds, etcd on the host keeps its previous data beside the restored
+// one, nothing of the run is left, and the deployment is Ready again.
+func restoreThroughJob(t *testing.T, k8s client.Client, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment) {
+	t.Helper()
+	ctx := context.Background()
+	ns, h := kd.Namespace, dc.Hosts()[0]
+	eb := &kaov1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "to-host", Namespace: ns}, Spec: kaov1.EtcdBackupSpec{
+		DeploymentName: kd.Name,
+		Destination: kaov1.BackupDestination{Type: kaov1.SSHDestination, SSH: &kaov1.SSHBackupDestination{
+			Address: h.Address, Port: int32(h.Port), User: h.User, Directory: "/var/backups/kao-jobs",
+			PrivateKeySecretRef: kaov1.SecretKeyReference{Name: "dc-ssh", Key: "id_ed25519"},
+			KnownHostsSecretRef: kaov1.SecretKeyReference{Name: "dc-ssh", Key: "known_hosts"},
+		}},
+	}}
+	create(t, k8s, eb)
+	var snap *kaov1.Snapshot
+	waitFor(t, 3*time.Minute, "the snapshot on the backup host", func() (bool, error) {
+		cur := &kaov1.EtcdBackup{}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(eb), cur)
+		snap = cur.Status.LastSnapshot
+		return err == nil && snap != nil, err
+	})
+	if !strings.HasPrefix(snap.Location, h.Address+":/var/backups/kao-jobs/") {
+		t.Fatalf("the snapshot is at %s, not on the backup host", snap.Location)
+	}
+
+	er := &kaov1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-host", Namespace: ns},
+		Spec: kaov1.EtcdRestoreSpec{DeploymentName: kd.Name, Source: kaov1.RestoreSource{BackupName: eb.Name}}}
+	create(t, k8s, er)
+	runID := ""
+	waitFor(t, 3*time.Minute, "the restore's run under way", func() (bool, error) {
+		cur := &kaov1.EtcdRestore{}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(er), cur)
+		if err == nil && cur.Status.Progress != nil {
+			runID, er.UID = cur.Status.Progress.RunID, cur.UID
+		}
+		if err == nil && cur.Status.Phase == kaov1.RestoreFailed {
+			return false, fmt.Errorf("the restore failed before it was seen at work: %+v", cur.Status.Conditions)
+		}
+		return runID != "", err
+	})
+	job := &batchv1.Job{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: jobexec.JobName(runID)}, job); err != nil {
+		t.Fatalf("the restore's run %s has no Job: %v", runID, err)
+	}
+	if job.Labels[jobexec.OwnerUIDLabel] != string(er.UID) {
+		t.Errorf("the restore's Job belongs to %q, not to the restore %s", job.Labels[jobexec.OwnerUIDLabel], er.UID)
+	}
+
+	manager := waitForManager(t, k8s, "")
+	if err := k8s.Delete(ctx, manager); err != nil {
+		t.Fatal(err)
+	}
+	waitForManager(t, k8s, manager.Name)
+	var done *kaov1.EtcdRestore
+	waitFor(t, 10*time.Minute, "the restore's end", func() (bool, error) {
+		done = &kaov1.EtcdRestore{}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(er), done)
+		return err == nil && (done.Status.Phase == kaov1.RestoreSucceeded || done.Status.Phase == kaov1.RestoreFailed), err
+	})
+	if done.Status.Phase != kaov1.RestoreSucceeded || done.Status.LastRun == nil || done.Status.LastRun.ID != runID {
+		t.Fatalf("the restore ended %s, last run %+v; want run %s to succeed", done.Status.Phase, done.Status.LastRun, runID)
+	}
+	assertRunGone(t, k8s, ns, runID)
+	reattached := false
+	events := &corev1.EventList{}
+	if err := k8s.List(ctx, events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		reattached = reattached || e.InvolvedObject.Kind == "EtcdRestore" && e.Reason == "PlaybookReattached"
+	}
+	if !reattached {
+		t.Error("no PlaybookReattached Event on the restore: the new operator pod did not follow its Job")
+	}
+	if out, err := dc.Run(ctx, h.Name, "ls -d /var/lib/karmada-etcd.before-restore-* | wc -l"); err != nil || strings.TrimSpace(out) != "1" {
+		t.Errorf("etcd's previous data beside the restored one on %s: %q %v", h.Name, out, err)
+	}
+	waitFor(t, 5*time.Minute, "condition Ready after the restore", func() (bool, error) {
+		cur := &kaov1.KarmadaDeployment{}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(kd), cur)
+		return err == nil && meta.IsStatusConditionTrue(cur.Status.Conditions, kaov1.ReadyCondition), err
+	})
 }

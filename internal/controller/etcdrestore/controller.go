@@ -218,6 +218,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *restoreScope) (ctrl
 		return ctrl.Result{}, r.release(ctx, er)
 	}
 	if p := er.Status.Progress; p != nil {
+		if attached, err := r.reattach(ctx, er, p); err != nil || attached {
+			return ctrl.Result{}, err
+		}
 		r.recordInterruptedRun(ctx, er, p, now)
 	}
 
@@ -237,6 +240,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *restoreScope) (ctrl
 	runID := pipeline.NewRunID(now)
 	dir := filepath.Join(pipeline.RunsDir(r.StateDir, kd.UID), runID)
 	spec, err := r.buildRun(ctx, er, kd, snap, local, runID, dir)
+	if err == nil && r.inJob(kd, snap) {
+		spec.Fetch, err = r.snapshotFetch(ctx, er, snap)
+	}
 	if err == nil {
 		err = r.lockDeployment(ctx, er, kd)
 	}
@@ -447,6 +453,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *restoreScope) error
 	}
 	if r.runs.Get(er) != nil {
 		return nil // the run's end reconciles again
+	}
+	if p := er.Status.Progress; p != nil {
+		// A run an earlier operator process left in its Job still works on
+		// the hosts: the deployment is released only after it.
+		if attached, err := r.reattach(ctx, er, p); err != nil || attached {
+			return err
+		}
 	}
 	if er.Status.Phase == kaov1.RestoreRunning {
 		ctrl.LoggerFrom(ctx).Info("Deleting a restore that did not finish: the KarmadaDeployment runs again as its spec says",

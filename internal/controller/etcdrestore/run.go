@@ -49,12 +49,16 @@ func (r *Reconciler) buildRun(ctx context.Context, er *kaov1.EtcdRestore, kd *ka
 	return spec, nil
 }
 
+// restoreSnapshotVar is the extra var with the snapshot's path on the
+// Ansible controller's side.
+const restoreSnapshotVar = "kao_restore_snapshot"
+
 // restoreExtraVars are what the restore playbook takes beyond the
 // deployment's run: the snapshot on the operator's side, its checksum, and
 // the restore's identity.
 func restoreExtraVars(er *kaov1.EtcdRestore, snap *kaov1.Snapshot, local string) map[string]any {
 	return map[string]any{
-		"kao_restore_snapshot":      pipeline.UnsafeString(local),
+		restoreSnapshotVar:          pipeline.UnsafeString(local),
 		"kao_restore_sha256":        pipeline.UnsafeString(snap.SHA256),
 		"kao_restore_id":            pipeline.UnsafeString(restoreID(er)),
 		"kao_restore_cluster_token": pipeline.UnsafeString(restoreClusterToken(er)),
@@ -65,13 +69,21 @@ func restoreExtraVars(er *kaov1.EtcdRestore, snap *kaov1.Snapshot, local string)
 // most every progressInterval, then records the result, releases the
 // deployment and tells with an Event. A run cut off by the operator's
 // shutdown leaves the restore Running and the deployment held: the next
-// operator process runs the playbook again.
+// operator process runs the playbook again, or follows it in its Job
+// (job.go).
 func (r *Reconciler) executeRun(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.KarmadaDeployment, spec runner.Spec, start time.Time) {
 	log := ctrl.Log.WithName("restore").WithValues("EtcdRestore", klog.KObj(er), "run", spec.ID)
 
 	status := r.statusWriter()
 	who := metrics.Run{Namespace: er.Namespace, Deployment: er.Spec.DeploymentName, Playbook: spec.Playbook}
-	res := pipeline.RunWithProgress(ctx, r.Run, r.Clock, spec, start, who, status.ReportProgress(ctx, er, spec, start, r.Clock, log))
+	spec.Owner = owner(er)
+	res := pipeline.RunWithProgress(ctx, r.runnerFor(spec), r.Clock, spec, start, who, status.ReportProgress(ctx, er, spec, start, r.Clock, log))
+	if res.Outcome == runner.Detached {
+		// The operator stops and the run goes on in its Job: the restore
+		// stays Running, and the next operator process follows the Job.
+		log.Info("Leaving the restore run to its Job: the operator is stopping")
+		return
+	}
 	log.Info("Restore run ended", "outcome", res.Outcome, "exitCode", res.ExitCode, "message", res.Message)
 
 	// The run's context may be cancelled (shutdown): record the end regardless.
