@@ -66,8 +66,8 @@ func (r *Reconciler) requestProbe(ctx context.Context, kd *kaov1.KarmadaDeployme
 }
 
 // Reconcile probes one deployment's control plane. A deployment being
-// deleted, or with a run in progress, is left alone: the run's end asks for
-// a probe again. The status patch fails on a conflict, so a probe never
+// deleted, paused (as an SRE holds kao), or with a run in progress is left
+// alone: the run's end, or the end of the pause, asks for a probe again. The status patch fails on a conflict, so a probe never
 // overwrites what a run or the other reconciler wrote since the read; it is
 // then probed again a moment later, from the newer object.
 func (h *healthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -75,7 +75,7 @@ func (h *healthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := h.Client.Get(ctx, req.NamespacedName, kd); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !kd.DeletionTimestamp.IsZero() || h.runs.Get(kd) != nil || kd.Status.Progress != nil {
+	if !kd.DeletionTimestamp.IsZero() || kd.Spec.Paused || h.runs.Get(kd) != nil || kd.Status.Progress != nil {
 		return ctrl.Result{}, nil
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("KarmadaDeployment", klog.KObj(kd)))
