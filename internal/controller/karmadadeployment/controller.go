@@ -375,6 +375,10 @@ func (r *Reconciler) startRun(ctx context.Context, s *scope, playbook string) (c
 	}
 	// The run's own status writes start only after this one landed.
 	if err := r.patchStatus(ctx, s); err != nil {
+		if apierrors.IsConflict(err) {
+			// A probe wrote status since the read: decide again on the newer object.
+			return ctrl.Result{RequeueAfter: pipeline.StaleCacheRequeueAfter}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	run := &pipeline.ActiveRun{ID: runID, Playbook: playbook, Generation: kd.Generation}
