@@ -5,9 +5,9 @@
 // Every long test (each on its own test hosts, node or host cluster, with its
 // own namespace and operator) calls t.Parallel: they wait mostly on hosts,
 // Ansible and pods, not on the CPU (a CI run uses about 1.1 of the machine's 2
-// cores). go test runs at most -parallel of them at once: three in CI
-// (the Makefile's GOTESTFLAGS), GOMAXPROCS otherwise. The short tests of the
-// package's own helpers run first, alone. Checks that watch processes (TestChurn,
+// cores). go test runs at most -parallel of them at once, GOMAXPROCS by
+// default: two on the 2-core CI machine. The short tests of the package's
+// own helpers run first, alone. Checks that watch processes (TestChurn,
 // TestInstallFaults) select them by their own state directory, and the
 // readyz probers count a server out only when it refuses, answers "not
 // ready" or stays silent for a load balancer's check timeout.
