@@ -34,15 +34,22 @@ PROMTOOL = $(shell $(TOOLS) dir promtool)/promtool
 # failed first run). A KUBEBUILDER_ASSETS from the environment wins.
 WITH_ASSETS = KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$($(TOOLS) assets)}"
 
-# Go test flags: override with `make test GOTESTFLAGS=...`. go test runs two
-# packages at a time on the 2-core machine (-p is GOMAXPROCS), and test/e2e's
-# long tests, which call t.Parallel, two at a time: the suite waits on test
-# hosts, Ansible and pods more than on the CPU (1.2 of the 2 cores on
-# average). Four packages and three e2e tests at a time overloaded the
-# machine (its inotify instances ran out; installs missed their 5-minute
-# wait). The timeout is per package and leaves room for a busy machine; CI's
-# hour is the goal, not this bound.
-GOTESTFLAGS ?= -count=1 -timeout=75m
+# Go test flags: override with `make test GOTESTFLAGS=...`. go test runs three
+# packages at a time on the 2-core machine, and test/e2e's long tests, which
+# call t.Parallel, two at a time (-parallel is GOMAXPROCS): the suite waits on
+# test hosts, Ansible and pods more than on the CPU (1.2 of the 2 cores on
+# average with two packages at a time). Four packages and three e2e tests at
+# a time overloaded the machine (load average 35; the test hosts' systemd ran
+# out of inotify instances, which make deps now raises). The timeout is per
+# package and leaves room for a busy machine; CI's hour is the goal, not
+# this bound.
+GOTESTFLAGS ?= -count=1 -timeout=75m -p 3
+
+# The packages, longest first: go test starts them in this order, so the
+# longest do not wait behind short ones for a free slot at the end of the run
+# (./... adds the rest; go test runs none twice). hack/gotest prints the
+# slowest tests of each run, which is where this order comes from.
+TEST_PACKAGES ?= ./test/e2e ./test/roles ./test/incluster ./test/image ./internal/controller/karmadadeployment ./...
 
 ##@ General
 
@@ -151,7 +158,7 @@ demo: deps tools ## Packages, tools, then kao installs a control plane on three 
 
 .PHONY: test
 test: tools ## Run every test against the real tools (builds them first; root for the test hosts).
-	$(WITH_ASSETS) go test $(GOTESTFLAGS) ./...
+	$(WITH_ASSETS) go run ./hack/gotest -- $(GOTESTFLAGS) $(TEST_PACKAGES)
 
 .PHONY: test-short
 test-short: ## Run the tests that need neither an API server nor test hosts.

@@ -47,6 +47,25 @@ if ! command -v dpkg-query >/dev/null; then
 	exit 0
 fi
 
+# Each test host's systemd, and each node's kubelet and containerd, take
+# inotify instances, all counted against root; the kernel's default of 128
+# ran out with the test suite's hosts and nodes up at once (a host's systemd
+# then fails to start units). Raise the limits for this boot when they are
+# lower; a machine that is not ours to change is told what to set.
+raise_sysctl() {
+	local key=$1 want=$2 have file
+	file="/proc/sys/${key//.//}"
+	have="$(cat "$file" 2>/dev/null || echo 0)"
+	((have >= want)) && return 0
+	if [[ $(id -u) -eq 0 ]] && echo "$want" 2>/dev/null >"$file"; then
+		log "raised $key from $have to $want"
+	else
+		log "$key is $have: the tests need $want (as root: sysctl -w $key=$want)"
+	fi
+}
+raise_sysctl fs.inotify.max_user_instances 8192
+raise_sysctl fs.inotify.max_user_watches 1048576
+
 missing=()
 for p in "${PACKAGES[@]}"; do
 	status="$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)"
