@@ -167,6 +167,42 @@ type EtcdBackupStatus struct {
 	// nextScheduleTime is when the next scheduled snapshot starts.
 	// +optional
 	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+
+	// snapshotJob is the snapshot being taken in a Job, while it runs: with
+	// the operator's Job executor, a snapshot stored on a backup host is
+	// taken by a Job in the backup's namespace, which outlives the operator.
+	// +optional
+	SnapshotJob *SnapshotJob `json:"snapshotJob,omitempty"`
+}
+
+// SnapshotJob is a snapshot being taken in a Job.
+type SnapshotJob struct {
+	// name is the Job's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// id is the task's ID, which the Job's labels carry.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	ID string `json:"id"`
+
+	// snapshot is the file name the snapshot gets.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Snapshot string `json:"snapshot"`
+
+	// startTime is when the Job was created.
+	// +required
+	StartTime metav1.Time `json:"startTime"`
+
+	// scheduleTime is the schedule time the snapshot stands for; absent for
+	// a one-shot backup.
+	// +optional
+	ScheduleTime *metav1.Time `json:"scheduleTime,omitempty"`
 }
 
 // EtcdBackup takes one-shot or scheduled snapshots of a KarmadaDeployment's etcd.

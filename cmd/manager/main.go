@@ -26,6 +26,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller"
+	"github.com/kao-io/kao/internal/controller/etcdbackup"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
 	"github.com/kao-io/kao/internal/jobexec"
 )
@@ -72,6 +73,9 @@ type options struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "run" {
 		os.Exit(runCommand(os.Args[2:], os.Stdout))
+	}
+	if len(os.Args) > 1 && os.Args[1] == etcdbackup.SnapshotCommand {
+		os.Exit(snapshotCommand(os.Args[2:], os.Stdout))
 	}
 	opts := options{}
 	flag.StringVar(&opts.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")

@@ -169,9 +169,15 @@ func (e *Executor) start(ctx context.Context, spec runner.Spec, start time.Time)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the run's meta data: %w", err)
 	}
-	job := e.job(spec, string(meta), start)
+	job := e.job(spec.ID, spec.Owner, []string{"run", "--request=" + RequestPath}, spec.Timeout, string(meta), start)
+	return job, e.create(ctx, job, data)
+}
+
+// create creates a Job, then the Secret of its request, owned by the Job so
+// that both go together. The pod waits for its Secret volume.
+func (e *Executor) create(ctx context.Context, job *batchv1.Job, request []byte) error {
 	if err := e.Client.Create(ctx, job); err != nil {
-		return nil, fmt.Errorf("creating the run's Job: %w", err)
+		return fmt.Errorf("creating the run's Job: %w", err)
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -181,30 +187,32 @@ func (e *Executor) start(ctx context.Context, spec runner.Spec, start time.Time)
 		},
 		Type:      corev1.SecretTypeOpaque,
 		Immutable: ptr.To(true),
-		Data:      map[string][]byte{requestKey: data},
+		Data:      map[string][]byte{requestKey: request},
 	}
 	if err := e.Client.Create(ctx, secret); err != nil {
 		e.remove(job)
-		return nil, fmt.Errorf("creating the run's Secret: %w", err)
+		return fmt.Errorf("creating the run's Secret: %w", err)
 	}
-	return job, nil
+	return nil
 }
 
-// job is the run's Job: one pod, never retried, without a service account
-// token, with the operator image's user and an empty state directory.
-func (e *Executor) job(spec runner.Spec, meta string, start time.Time) *batchv1.Job {
-	labels := map[string]string{RunIDLabel: spec.ID, OwnerUIDLabel: spec.Owner.UID, componentLabel: componentValue,
+// job is the Job of a run (or task) id for owner, whose pod runs the
+// operator's image with args: one pod, never retried, without a service
+// account token, with the operator image's user and an empty state
+// directory.
+func (e *Executor) job(id string, owner runner.Owner, args []string, timeout time.Duration, meta string, start time.Time) *batchv1.Job {
+	labels := map[string]string{RunIDLabel: id, OwnerUIDLabel: owner.UID, componentLabel: componentValue,
 		"app.kubernetes.io/managed-by": "kao"}
-	deadline := int64((spec.Timeout + deadlineMargin).Seconds())
-	if spec.Timeout <= 0 {
+	deadline := int64((timeout + deadlineMargin).Seconds())
+	if timeout <= 0 {
 		deadline = int64((24 * time.Hour).Seconds())
 	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: JobName(spec.ID), Namespace: spec.Owner.Namespace, Labels: labels,
+			Name: JobName(id), Namespace: owner.Namespace, Labels: labels,
 			Annotations: map[string]string{metaAnnotation: meta, startAnnotation: start.UTC().Format(time.RFC3339)},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: spec.Owner.APIVersion, Kind: spec.Owner.Kind,
-				Name: spec.Owner.Name, UID: types.UID(spec.Owner.UID)}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: owner.APIVersion, Kind: owner.Kind,
+				Name: owner.Name, UID: types.UID(owner.UID)}},
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To[int32](0),
@@ -225,7 +233,7 @@ func (e *Executor) job(spec runner.Spec, meta string, start time.Time) *batchv1.
 						Name:            containerName,
 						Image:           e.Image,
 						ImagePullPolicy: e.PullPolicy,
-						Args:            []string{"run", "--request=" + RequestPath},
+						Args:            args,
 						Resources:       e.Resources,
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
@@ -239,7 +247,7 @@ func (e *Executor) job(spec runner.Spec, meta string, start time.Time) *batchv1.
 					}},
 					Volumes: []corev1.Volume{
 						{Name: "request", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName: JobName(spec.ID), DefaultMode: ptr.To[int32](0o440)}}},
+							SecretName: JobName(id), DefaultMode: ptr.To[int32](0o440)}}},
 						{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 					},

@@ -255,7 +255,8 @@ func eventSeen(t *testing.T, k8s client.Client, kd *kaov1.KarmadaDeployment, rea
 }
 
 // restoreThroughJob takes a snapshot of kd's etcd to a directory on its own
-// host over SSH (an EtcdBackup), then restores it with an EtcdRestore. The
+// host over SSH (an EtcdBackup, whose snapshot a Job of the backup takes),
+// then restores it with an EtcdRestore. The
 // restore's run is a Job of the restore whose pod fetches the snapshot from
 // the backup host; the operator pod is deleted while it runs, and the new
 // one follows it (PlaybookReattached) and records it. The restore
@@ -284,6 +285,20 @@ func restoreThroughJob(t *testing.T, k8s client.Client, dc *hosts.Cluster, kd *k
 	if !strings.HasPrefix(snap.Location, h.Address+":/var/backups/kao-jobs/") {
 		t.Fatalf("the snapshot is at %s, not on the backup host", snap.Location)
 	}
+	// The snapshot was taken by a Job of the backup, which is gone with its
+	// pod and Secret once the operator recorded it.
+	snapshotJob := ""
+	waitFor(t, time.Minute, "the backup's SnapshotJobStarted Event", func() (bool, error) {
+		events := &corev1.EventList{}
+		err := k8s.List(ctx, events, client.InNamespace(ns))
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "EtcdBackup" && e.Reason == "SnapshotJobStarted" && strings.Contains(e.Message, snap.Name) {
+				_, snapshotJob, _ = strings.Cut(e.Message, " in Job ")
+			}
+		}
+		return snapshotJob != "", err
+	})
+	assertRunGone(t, k8s, ns, strings.TrimPrefix(snapshotJob, "kao-run-"))
 
 	er := &kaov1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-host", Namespace: ns},
 		Spec: kaov1.EtcdRestoreSpec{DeploymentName: kd.Name, Source: kaov1.RestoreSource{BackupName: eb.Name}}}

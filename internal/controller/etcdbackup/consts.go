@@ -25,6 +25,11 @@ const (
 	// long snapshot ran: it is taken right after, as a missed time is.
 	minRequeueAfter = time.Second
 
+	// snapshotJobPollInterval is how often the operator looks at a snapshot
+	// Job while it runs: a snapshot takes seconds to minutes, and looking
+	// costs two reads.
+	snapshotJobPollInterval = 5 * time.Second
+
 	// defaultBackupRetention is how many snapshots a scheduled backup keeps
 	// when spec.retention is unset (the API's documented default).
 	defaultBackupRetention = 7
@@ -48,6 +53,9 @@ const (
 
 	// snapshotPrunedEvent says retention deleted old snapshots.
 	snapshotPrunedEvent = "SnapshotsPruned"
+
+	// snapshotJobStartedEvent says a snapshot is being taken in a Job.
+	snapshotJobStartedEvent = "SnapshotJobStarted"
 
 	// pruneFailedEvent says an old snapshot could not be deleted; kao tries again after the next snapshot.
 	pruneFailedEvent = "PruneFailed"

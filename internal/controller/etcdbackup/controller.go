@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -155,6 +155,11 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *backupScope) error {
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *backupScope) ctrl.Result {
 	eb := s.eb
 	now := r.Clock.Now()
+	if eb.Status.SnapshotJob != nil {
+		// A snapshot under way in a Job is seen to its end first, whatever
+		// the spec says now.
+		return r.followSnapshotJob(ctx, s)
+	}
 	sched, err := parseSchedule(eb.Spec.Schedule)
 	if err == nil && sched != nil && sched.Next(now.UTC()).IsZero() {
 		err = fmt.Errorf("spec.schedule %q never fires", eb.Spec.Schedule)
@@ -194,8 +199,22 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *backupScope) ctrl.R
 	}
 	var res *snapshotResult
 	if err == nil {
-		res, err = r.takeSnapshot(ctx, eb, src, now)
+		if r.snapshotInJob(kd, eb, src) {
+			if err = r.startSnapshotJob(ctx, eb, kd, src, d, now); err == nil {
+				return ctrl.Result{RequeueAfter: snapshotJobPollInterval}
+			}
+		} else {
+			res, err = r.takeSnapshot(ctx, eb, src, now)
+		}
 	}
+	return r.finishAttempt(ctx, s, kd, sched, d, now, res, err)
+}
+
+// finishAttempt records the outcome of a snapshot attempt that started at
+// start for decision d, and when the next one is due.
+func (r *Reconciler) finishAttempt(ctx context.Context, s *backupScope, kd *kaov1.KarmadaDeployment, sched cron.Schedule,
+	d backupDecision, start time.Time, res *snapshotResult, err error) ctrl.Result {
+	eb := s.eb
 	end := r.Clock.Now() // a snapshot takes a while
 	next := d.next
 	if sched != nil {
@@ -210,7 +229,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *backupScope) ctrl.R
 		setReadyFromLastAttempt(eb, end, &next)
 		return requeueAt(next, end)
 	}
-	metrics.SnapshotTaken(backupMetrics(eb), end.Sub(now))
+	metrics.SnapshotTaken(backupMetrics(eb), end.Sub(start))
 	r.recordSuccess(ctx, eb, kd, res, end)
 	s.acted = true
 	if sched == nil {
@@ -280,11 +299,7 @@ func (r *Reconciler) notReady(eb *kaov1.EtcdBackup, kd *kaov1.KarmadaDeployment,
 		prev.ObservedGeneration == cur.ObservedGeneration {
 		return
 	}
-	var related runtime.Object
-	if kd != nil {
-		related = kd
-	}
-	r.Recorder.Eventf(eb, related, corev1.EventTypeWarning, reason, "Check", "%s", cur.Message)
+	r.Recorder.Eventf(eb, relatedOf(kd), corev1.EventTypeWarning, reason, "Check", "%s", cur.Message)
 }
 
 // recordSuccess puts a new snapshot in status, applies retention and tells.
@@ -297,23 +312,23 @@ func (r *Reconciler) recordSuccess(ctx context.Context, eb *kaov1.EtcdBackup, kd
 	msg := fmt.Sprintf("snapshot %s of member %s stored at %s: revision %d, %d keys, %s, sha256 %s",
 		snap.Name, snap.Member, snap.Location, snap.Revision, res.keys, snap.Size.String(), snap.SHA256)
 	setBackupCondition(eb, now, kaov1.BackupSucceededCondition, metav1.ConditionTrue, kaov1.SnapshotSavedReason, msg)
-	r.Recorder.Eventf(eb, kd, corev1.EventTypeNormal, backupSucceededEvent, "Snapshot", "%s", pipeline.TruncateString(msg, 1000))
+	r.Recorder.Eventf(eb, relatedOf(kd), corev1.EventTypeNormal, backupSucceededEvent, "Snapshot", "%s", pipeline.TruncateString(msg, 1000))
 	ctrl.LoggerFrom(ctx).Info("Took an etcd snapshot", "snapshot", snap.Name, "member", snap.Member,
 		"location", snap.Location, "revision", snap.Revision, "bytes", snap.Size.Value())
 	if deleted > 0 {
 		metrics.SnapshotsPruned(backupMetrics(eb), deleted)
-		r.Recorder.Eventf(eb, kd, corev1.EventTypeNormal, snapshotPrunedEvent, "Prune",
+		r.Recorder.Eventf(eb, relatedOf(kd), corev1.EventTypeNormal, snapshotPrunedEvent, "Prune",
 			"Deleted %d snapshots beyond spec.retention", deleted)
 	}
 	if held != nil {
-		r.Recorder.Eventf(eb, kd, corev1.EventTypeWarning, snapshotHeldEvent, "Prune",
+		r.Recorder.Eventf(eb, relatedOf(kd), corev1.EventTypeWarning, snapshotHeldEvent, "Prune",
 			"Kept snapshot %s (revision %d, %d keys) beyond spec.retention: every snapshot since holds an older revision or under half its keys, "+
 				"as if etcd lost its data. It stays until newer snapshots hold as much again, or until it is removed from the backup's destination by hand",
 			held.Name, held.Revision, held.Keys)
 	}
 	if len(problems) > 0 {
 		note := pipeline.TruncateString(strings.Join(problems, "; "), 1000)
-		r.Recorder.Eventf(eb, kd, corev1.EventTypeWarning, pruneFailedEvent, "Prune", "%s", note)
+		r.Recorder.Eventf(eb, relatedOf(kd), corev1.EventTypeWarning, pruneFailedEvent, "Prune", "%s", note)
 		ctrl.LoggerFrom(ctx).Info("Pruning old snapshots left some behind", "problems", note)
 	}
 }
@@ -323,7 +338,7 @@ func (r *Reconciler) recordFailure(ctx context.Context, eb *kaov1.EtcdBackup, kd
 	msg := pipeline.TruncateString("taking a snapshot of KarmadaDeployment "+eb.Spec.DeploymentName+" failed: "+err.Error(), 1000)
 	setBackupCondition(eb, now, kaov1.BackupSucceededCondition, metav1.ConditionFalse, kaov1.SnapshotFailedReason, msg)
 	metrics.SnapshotFailed(backupMetrics(eb))
-	r.Recorder.Eventf(eb, kd, corev1.EventTypeWarning, backupFailedEvent, "Snapshot", "%s", msg)
+	r.Recorder.Eventf(eb, relatedOf(kd), corev1.EventTypeWarning, backupFailedEvent, "Snapshot", "%s", msg)
 	ctrl.LoggerFrom(ctx).Info("Taking an etcd snapshot failed", "reason", msg)
 }
 

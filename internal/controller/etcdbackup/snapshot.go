@@ -15,6 +15,7 @@ import (
 	"github.com/kao-io/kao/internal/controller/pipeline"
 	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
+	"github.com/kao-io/kao/internal/probe"
 )
 
 // snapshotResult is a stored snapshot and what etcdutl read from it.
@@ -64,19 +65,14 @@ func (r *Reconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdBackup, src
 	}
 	name := snapshotFileName(eb, now)
 	partial := filepath.Join(tmp, name+".partial")
-
-	saved, member, status, err := pipeline.StreamSnapshot(ctx, r.etcdProber(), src, etcdutl, partial, r.inputs().SnapshotLimits())
+	res, err := streamAndCheck(ctx, r.etcdProber(), src, etcdutl, partial, name, r.inputs().SnapshotLimits(), now)
 	if err != nil {
 		return nil, err
 	}
-
-	snap := kaov1.Snapshot{
-		Name: name, Size: *resource.NewQuantity(saved.Size, resource.BinarySI), SHA256: saved.SHA256,
-		Revision: status.Revision, Keys: int64(status.TotalKey), Member: pipeline.TruncateString(member.Name, 253), Time: metav1.NewTime(now),
-	}
+	snap := &res.snapshot
 	switch eb.Spec.Destination.Type {
 	case kaov1.SSHDestination:
-		if err := target.Upload(ctx, partial, name, saved.SHA256); err != nil {
+		if err := target.Upload(ctx, partial, name, snap.SHA256); err != nil {
 			return nil, pipeline.DescribeSSHError(eb, err)
 		}
 		snap.Location = target.Location(name)
@@ -93,7 +89,23 @@ func (r *Reconciler) takeSnapshot(ctx context.Context, eb *kaov1.EtcdBackup, src
 		}
 		snap.Location = final
 	}
-	return &snapshotResult{snapshot: snap, keys: status.TotalKey}, nil
+	return res, nil
+}
+
+// streamAndCheck streams a snapshot from one of src's members into the file
+// partial and checks it with etcdutl: the snapshot named name, taken at now,
+// not stored anywhere yet. The operator does it for its own backups, and a
+// snapshot Job's pod for the backups it takes.
+func streamAndCheck(ctx context.Context, prober probe.EtcdProber, src *pipeline.EtcdSource, etcdutl, partial, name string,
+	lim etcdsnapshot.Limits, now time.Time) (*snapshotResult, error) {
+	saved, member, status, err := pipeline.StreamSnapshot(ctx, prober, src, etcdutl, partial, lim)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshotResult{keys: status.TotalKey, snapshot: kaov1.Snapshot{
+		Name: name, Size: *resource.NewQuantity(saved.Size, resource.BinarySI), SHA256: saved.SHA256,
+		Revision: status.Revision, Keys: int64(status.TotalKey), Member: pipeline.TruncateString(member.Name, 253), Time: metav1.NewTime(now),
+	}}, nil
 }
 
 // backupTempDir makes the private directory of one attempt of a backup:

@@ -1,22 +1,15 @@
 package etcdrestore
 
 import (
-	"context"
 	"testing"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/pipeline"
-	"github.com/kao-io/kao/internal/runner"
 )
 
-// noExecutor is a RemoteExecutor that is never called: inJob only asks
-// whether there is one.
-type noExecutor struct{}
-
-func (noExecutor) Run(context.Context, runner.Spec) (*runner.Result, error) { panic("not called") }
-func (noExecutor) Find(context.Context, runner.Owner, string) (map[string]string, bool, error) {
-	panic("not called")
-}
+// noExecutor is a RemoteExecutor that is never called (its methods are a
+// nil interface's): inJob only asks whether there is one.
+type noExecutor struct{ pipeline.RemoteExecutor }
 
 // TestWhichRestoresRunInAJob: only with a Job executor, only a snapshot on a
 // backup host (a Job's pod cannot read the operator's state volume), and

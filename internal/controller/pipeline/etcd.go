@@ -22,6 +22,7 @@ import (
 	"github.com/kao-io/kao/internal/controller/reason"
 	"github.com/kao-io/kao/internal/etcdsnapshot"
 	"github.com/kao-io/kao/internal/inventory"
+	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/podforward"
 	"github.com/kao-io/kao/internal/probe"
 )
@@ -57,6 +58,42 @@ type EtcdSource struct {
 	// Version is the etcd version whose etcdutl checks the snapshot ("" for
 	// the bundle's default).
 	Version string
+	// client is what another process needs to reach the members the same
+	// way, when they are reached over the network.
+	client *EtcdClient
+}
+
+// EtcdClient is how a deployment's etcd is reached over the network: the
+// members' client URLs and kao's client certificate. A backup's snapshot
+// Job gets it in its request, and takes the snapshot from its own pod.
+type EtcdClient struct {
+	// Members maps member names to client URLs.
+	Members map[string]string `json:"members"`
+	// CA is the PEM of the CA of the members' serving certificates.
+	CA []byte `json:"ca"`
+	// Cert and Key are kao's client certificate and its key, PEM.
+	Cert []byte `json:"cert"`
+	Key  []byte `json:"key"`
+	// Version is the etcd version whose etcdutl checks a snapshot.
+	Version string `json:"version,omitempty"`
+}
+
+// Source is the EtcdSource that reaches the members with the certificate.
+func (c *EtcdClient) Source() (*EtcdSource, error) {
+	cfg, err := ClientTLS(pki.Bundle{"ca.crt": c.CA, "client.crt": c.Cert, "client.key": c.Key}, "ca.crt", "client")
+	if err != nil {
+		return nil, err
+	}
+	return &EtcdSource{members: c.Members, tls: cfg, Version: c.Version, client: c}, nil
+}
+
+// Client is how a process elsewhere reaches the same members, or nil when
+// this process reaches them through a port-forward of its own.
+func (s *EtcdSource) Client() *EtcdClient {
+	if s == nil || s.dial != nil {
+		return nil
+	}
+	return s.client
 }
 
 // Close closes the port-forwards the source opened, if any.
@@ -82,7 +119,8 @@ func (g *Gatherer) EtcdSourceOf(ctx context.Context, kd *kaov1.KarmadaDeployment
 		if err != nil {
 			return nil, reason.Missing("the client certificate in Secret %s/%s is unusable", kd.Namespace, ext.ClientCertSecretName)
 		}
-		return &EtcdSource{members: e.Endpoint, tls: cfg}, nil
+		return &EtcdSource{members: e.Endpoint, tls: cfg,
+			client: &EtcdClient{Members: e.Endpoint, CA: e.ca, Cert: e.certPEM, Key: e.keyPEM}}, nil
 	}
 	b, err := g.ReadPKI(ctx, kd)
 	if err != nil {
@@ -92,9 +130,11 @@ func (g *Gatherer) EtcdSourceOf(ctx context.Context, kd *kaov1.KarmadaDeployment
 	if err != nil {
 		return nil, reason.Missing("the PKI Secret %s/%s cannot authenticate kao to etcd: %v", kd.Namespace, PKISecretName(kd), err)
 	}
-	src := &EtcdSource{members: managedEtcdMembers(kd), tls: cfg}
+	members := managedEtcdMembers(kd)
+	src := &EtcdSource{members: members, tls: cfg, client: &EtcdClient{Members: members,
+		CA: b["etcd-ca.crt"], Cert: b["etcd-healthcheck-client.crt"], Key: b["etcd-healthcheck-client.key"]}}
 	if m := kd.Spec.Etcd.Managed; m != nil {
-		src.Version = m.Version
+		src.Version, src.client.Version = m.Version, m.Version
 	}
 	if kd.Spec.Mode == kaov1.ContainerizedMode && (kd.Spec.HostCluster == nil || !kd.Spec.HostCluster.InCluster) {
 		hc, err := g.HostCluster(ctx, kd)

@@ -9,16 +9,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/jobexec"
 	"github.com/kao-io/kao/internal/runner"
 )
 
 // RemoteExecutor runs playbooks away from the operator's process, where a
 // run outlives the operator: Run has runner.Run's contract (with
 // spec.Attach it follows a run an earlier process started), and Find tells
-// whether such a run exists, with the meta data it started with.
+// whether such a run exists, with the meta data it started with. It runs
+// tasks other than playbooks too (an etcd backup's snapshot), which the
+// operator starts and later looks at, from whichever process then runs.
 type RemoteExecutor interface {
 	Run(ctx context.Context, spec runner.Spec) (*runner.Result, error)
 	Find(ctx context.Context, owner runner.Owner, runID string) (map[string]string, bool, error)
+	StartTask(ctx context.Context, t jobexec.Task) error
+	TaskState(ctx context.Context, owner runner.Owner, id string) (jobexec.TaskState, bool, error)
+	RemoveTask(ctx context.Context, owner runner.Owner, id string) error
 }
 
 // InProcessReason says why a deployment's runs take place in the operator's
