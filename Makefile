@@ -34,16 +34,17 @@ PROMTOOL = $(shell $(TOOLS) dir promtool)/promtool
 # failed first run). A KUBEBUILDER_ASSETS from the environment wins.
 WITH_ASSETS = KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$($(TOOLS) assets)}"
 
-# Go test flags: override with `make test GOTESTFLAGS=...`. go test runs three
-# packages at a time on the 2-core machine, and test/e2e's long tests, which
-# call t.Parallel, two at a time (-parallel is GOMAXPROCS): the suite waits on
-# test hosts, Ansible and pods more than on the CPU (1.2 of the 2 cores on
-# average with two packages at a time). Four packages and three e2e tests at
-# a time overloaded the machine (load average 35; the test hosts' systemd ran
-# out of inotify instances, which make deps now raises). The timeout is per
-# package and leaves room for a busy machine; CI's hour is the goal, not
-# this bound.
-GOTESTFLAGS ?= -count=1 -timeout=75m -p 3
+# Go test flags: override with `make test GOTESTFLAGS=...`. go test runs two
+# packages at a time on the 2-core machine (-p is GOMAXPROCS), and test/e2e's
+# long tests, which call t.Parallel, two at a time: the suite waits on test
+# hosts, Ansible and pods more than on the CPU (1.2 of the 2 cores on
+# average). Three packages at a time overloaded the machine at the start
+# (load average 29: a first install missed its 5 minutes), as did four
+# packages with three e2e tests (load average 35; the test hosts' systemd
+# ran out of inotify instances, which make deps now raises). The timeout is
+# per package and leaves room for a busy machine; CI's hour is the goal,
+# not this bound.
+GOTESTFLAGS ?= -count=1 -timeout=75m
 
 # The packages, longest first: go test starts them in this order, so the
 # longest do not wait behind short ones for a free slot at the end of the run
