@@ -40,6 +40,8 @@ type request struct {
 	Timeout           time.Duration       `json:"timeout,omitempty"`
 	Redact            [][]byte            `json:"redact,omitempty"`
 	Fetch             *runner.Fetch       `json:"fetch,omitempty"`
+	Check             bool                `json:"check,omitempty"`
+	Diff              bool                `json:"diff,omitempty"`
 }
 
 func requestOf(spec runner.Spec) request {
@@ -48,7 +50,7 @@ func requestOf(spec runner.Spec) request {
 		ExtraVars: spec.ExtraVars, SSHPrivateKey: spec.SSHPrivateKey, KnownHosts: spec.KnownHosts,
 		SSHConnectTimeout: spec.SSHConnectTimeout, Secrets: spec.Secrets, Files: spec.Files, RolesPath: spec.RolesPath,
 		FactCacheDir: spec.FactCacheDir, MaxForks: spec.MaxForks, Timeout: spec.Timeout, Redact: spec.Redact,
-		Fetch: spec.Fetch,
+		Fetch: spec.Fetch, Check: spec.Check, Diff: spec.Diff,
 	}
 }
 
@@ -58,7 +60,7 @@ func (r request) spec() runner.Spec {
 		ExtraVars: r.ExtraVars, SSHPrivateKey: r.SSHPrivateKey, KnownHosts: r.KnownHosts,
 		SSHConnectTimeout: r.SSHConnectTimeout, Secrets: r.Secrets, Files: r.Files, RolesPath: r.RolesPath,
 		FactCacheDir: r.FactCacheDir, MaxForks: r.MaxForks, Timeout: r.Timeout, Redact: r.Redact,
-		Fetch: r.Fetch,
+		Fetch: r.Fetch, Check: r.Check, Diff: r.Diff,
 	}
 }
 

@@ -112,6 +112,9 @@ type tracker struct {
 	failed   []FailedTask
 	sawStats bool
 	raw      []string // non-JSON lines on stdout, such as go-ansible's own notes
+	// changes are the changed results, at most maxChanges; dropped counts the rest.
+	changes []Change
+	dropped int
 
 	redact   *Redactor
 	log      *logBuffer
@@ -201,6 +204,14 @@ func (t *tracker) recordResult(ts time.Time, event, host, task, role string, raw
 		status := "ok"
 		if res.Changed {
 			status = "changed"
+			for _, d := range changesOf(raw, t.redact) {
+				if len(t.changes) >= maxChanges {
+					t.dropped++
+					continue
+				}
+				t.changes = append(t.changes, Change{Host: host, Task: t.redact.Clean(task, 256), Role: role,
+					Action: d.Action, Item: d.Item, Diff: d.Diff, Hidden: d.Hidden})
+			}
 		}
 		t.log.Line(ts, status, host, task, "")
 	case eventSkipped:
@@ -321,12 +332,15 @@ type outcome struct {
 	failed   []FailedTask
 	sawStats bool
 	raw      []string
+	changes  []Change
+	dropped  int
 }
 
 func (t *tracker) snapshot() outcome {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return outcome{progress: t.progress, stats: t.stats, custom: t.custom, failed: append([]FailedTask(nil), t.failed...), sawStats: t.sawStats, raw: t.raw}
+	return outcome{progress: t.progress, stats: t.stats, custom: t.custom, failed: append([]FailedTask(nil), t.failed...), sawStats: t.sawStats, raw: t.raw,
+		changes: append([]Change(nil), t.changes...), dropped: t.dropped}
 }
 
 // realFailures keeps the failures the final stats confirm. The jsonl callback

@@ -45,6 +45,8 @@ type relayRecord struct {
 type relayedResult struct {
 	Changed bool   `json:"changed,omitempty"`
 	Msg     string `json:"msg,omitempty"`
+	// Changes are what a changed result changed, redacted.
+	Changes []changeDetail `json:"kao_changes,omitempty"`
 }
 
 // relay writes the relayed stream. A nil relay writes nothing.
@@ -90,6 +92,9 @@ func (r *relay) event(ev *jsonlEvent) {
 			reduced := relayedResult{Changed: res.Changed}
 			if ev.Event == eventFailed || ev.Event == eventUnreachable {
 				reduced.Msg = r.redact.Redact(failureMessage(&res))
+			}
+			if ev.Event == eventOK && res.Changed {
+				reduced.Changes = changesOf(raw, r.redact)
 			}
 			out.Hosts[host], _ = json.Marshal(reduced)
 		}
@@ -149,6 +154,7 @@ func Follow(spec Spec, start time.Time, stream io.Reader) (res *Result, ended bo
 	res.Hosts = o.stats
 	res.CustomStats = o.custom
 	res.FailedTasks = realFailures(o.failed, o.stats)
+	res.Changes, res.ChangesDropped = o.changes, o.dropped
 	if end == nil {
 		res.Outcome = Failed
 		res.Message = "the run ended without a result"

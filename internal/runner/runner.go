@@ -113,6 +113,12 @@ type Spec struct {
 	// Fetch, when set, is a file the run copies from a host over SSH before
 	// ansible-playbook starts; the extra var it names gets the copy's path.
 	Fetch *Fetch
+	// Check runs the playbook in check mode (--check): modules that support
+	// it report what they would change and change nothing.
+	Check bool
+	// Diff asks modules for the differences they make or would make
+	// (--diff), which Result.Changes carries.
+	Diff bool
 }
 
 // Owner names the Kubernetes object a run is for.
@@ -143,6 +149,11 @@ type Result struct {
 	// status this way, such as the versions a host runs; they must never
 	// report secrets.
 	CustomStats map[string]json.RawMessage
+	// Changes are the results that changed something (in check mode: would
+	// change), in order, at most maxChanges of them.
+	Changes []Change
+	// ChangesDropped counts the changed results beyond maxChanges.
+	ChangesDropped int
 	// Progress is the last progress seen.
 	Progress Progress
 	// Log is the tail of the rendered, redacted log.
@@ -219,7 +230,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if bin == "" {
 		bin = "ansible-playbook"
 	}
-	opts := &playbook.AnsiblePlaybookOptions{Inventory: dir.inventory}
+	opts := &playbook.AnsiblePlaybookOptions{Inventory: dir.inventory, Check: spec.Check, Diff: spec.Diff}
 	if err := opts.AddExtraVarsFile(dir.extraVars); err != nil {
 		return nil, fmt.Errorf("adding extra vars file: %w", err)
 	}
@@ -262,6 +273,7 @@ func decide(res *Result, o outcome, stderrErr string, parentErr, runErr error, t
 	res.Hosts = o.stats
 	res.CustomStats = o.custom
 	res.FailedTasks = realFailures(o.failed, o.stats)
+	res.Changes, res.ChangesDropped = o.changes, o.dropped
 	switch {
 	case parentErr != nil:
 		res.Outcome = Cancelled

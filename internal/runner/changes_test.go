@@ -1,0 +1,151 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChangesAreReportedWithTheirDiffs runs a playbook on a local host in
+// check mode with diffs, for real, in check mode again, and once more
+// relayed as a Job's pod relays it: the check run changes nothing and lists
+// what the real run then changes, file by file with its diff; a hidden
+// task's result, a forgotten key and a secret value never show; a check run
+// after the real run lists nothing.
+func TestChangesAreReportedWithTheirDiffs(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "s3cr3t-v4lue-0123456789"
+	write := func(name, content string, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := "[Service]\nExecStart=/usr/local/bin/etcd --name=node1\nRestart=always\n"
+	write("unit.service", before, 0o644)
+	write("config.yaml", "a: b\n", 0o644)
+	write("same.flags", "--same\n", 0o644)
+	write("token.txt", "value=old\n", 0o600)
+
+	run := func(check bool, relay *bytes.Buffer) *Result {
+		t.Helper()
+		spec := newSpec(t, "changes.yml")
+		spec.Check, spec.Diff = check, true
+		spec.ExtraVars = map[string]any{"dir": dir, "secret_value": secret}
+		spec.Redact = [][]byte{[]byte(secret)}
+		if relay != nil {
+			spec.Relay = relay
+		}
+		res, err := Run(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != Succeeded {
+			t.Fatalf("outcome %s: %s\n%s", res.Outcome, res.Message, res.Log)
+		}
+		return res
+	}
+	byItem := func(res *Result) map[string]Change {
+		out := map[string]Change{}
+		for _, c := range res.Changes {
+			if c.Host != "h1" {
+				t.Errorf("a change on %s: only h1 runs the play", c.Host)
+			}
+			key := c.Item
+			if c.Hidden {
+				key = "hidden:" + c.Task
+			}
+			out[key] = c
+		}
+		return out
+	}
+
+	var relayed bytes.Buffer
+	plan := run(true, &relayed)
+	if got, _ := os.ReadFile(filepath.Join(dir, "unit.service")); string(got) != before {
+		t.Fatalf("the check run changed unit.service:\n%s", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.flags")); err == nil {
+		t.Fatal("the check run wrote new.flags")
+	}
+	changes := byItem(plan)
+	t.Logf("changes of the check run: %+v", plan.Changes)
+	unit := changes[filepath.Join(dir, "unit.service")]
+	if unit.Task != "Changes | Write the unit" || unit.Action != "ansible.builtin.copy" ||
+		!strings.Contains(unit.Diff, "-ExecStart=/usr/local/bin/etcd --name=node1\n+ExecStart=/usr/local/bin/etcd --name=node1 --quota-backend-bytes=8589934592") {
+		t.Errorf("the unit's change: %+v", unit)
+	}
+	if strings.Contains(unit.Diff, "Restart=always") && !strings.Contains(unit.Diff, " Restart=always") {
+		t.Errorf("context lines must be marked unchanged: %q", unit.Diff)
+	}
+	if mode := changes[filepath.Join(dir, "config.yaml")]; !strings.Contains(mode.Diff, "mode: 0644 -> 0600") {
+		t.Errorf("the mode change: %+v", mode)
+	}
+	if hidden, ok := changes["hidden:Changes | Write the key without showing it"]; !ok || hidden.Item != "" || hidden.Diff != "" {
+		t.Errorf("a no_log task's change shows only its task: %+v (found %v)", hidden, ok)
+	}
+	if forgotten := changes[filepath.Join(dir, "forgotten.key")]; !strings.Contains(forgotten.Diff, "not shown") {
+		t.Errorf("a key's content must not show: %+v", forgotten)
+	}
+	if token := changes[filepath.Join(dir, "token.txt")]; !strings.Contains(token.Diff, "-value=old") || strings.Contains(token.Diff, secret) {
+		t.Errorf("a secret value in a diff must be redacted: %+v", token)
+	}
+	if _, ok := changes[filepath.Join(dir, "new.flags")]; !ok {
+		t.Error("the loop item that changes is not listed")
+	}
+	if _, ok := changes[filepath.Join(dir, "same.flags")]; ok {
+		t.Error("the loop item that does not change is listed")
+	}
+	if len(plan.Changes) != 6 {
+		t.Errorf("%d changes, want 6: the unit, the mode, the hidden key, the forgotten key, the token and the new flags", len(plan.Changes))
+	}
+
+	// The relayed stream gives the same changes to the operator following it.
+	followed, ended, err := Follow(Spec{ID: "test", Dir: filepath.Join(t.TempDir(), "followed"), Playbook: "changes.yml"}, time.Now(), &relayed)
+	if err != nil || !ended {
+		t.Fatalf("following the relayed run: %v %v", err, ended)
+	}
+	if len(followed.Changes) != len(plan.Changes) {
+		t.Fatalf("followed %d changes, the run had %d", len(followed.Changes), len(plan.Changes))
+	}
+	for i := range plan.Changes {
+		if followed.Changes[i] != plan.Changes[i] {
+			t.Errorf("change %d: followed %+v, the run had %+v", i, followed.Changes[i], plan.Changes[i])
+		}
+	}
+	if strings.Contains(relayed.String(), secret) || strings.Contains(relayed.String(), "not-a-real-key") {
+		t.Error("the relayed stream holds secret content")
+	}
+
+	applied := run(false, nil)
+	if len(applied.Changes) != len(plan.Changes) {
+		t.Errorf("the real run changed %d things, the check run listed %d", len(applied.Changes), len(plan.Changes))
+	}
+	if again := run(true, nil); len(again.Changes) != 0 {
+		t.Errorf("a check run after the real run lists changes: %+v", again.Changes)
+	}
+}
+
+// TestUnifiedDiff: changed lines with one line of context, "@@" between
+// distant changes, a summary for contents too long to diff here.
+func TestUnifiedDiff(t *testing.T) {
+	long := strings.Repeat("x\n", maxDiffLines+1)
+	for _, tc := range []struct {
+		name          string
+		before, after string
+		want          string
+	}{
+		{"one line changed", "a\nb\nc\n", "a\nB\nc\n", " a\n-b\n+B\n c\n"},
+		{"a new file", "", "a\nb\n", "+a\n+b\n"},
+		{"two distant changes", "1\n2\n3\n4\n5\n6\n7\n", "0\n2\n3\n4\n5\n6\n8\n", "-1\n+0\n 2\n@@\n 6\n-7\n+8\n"},
+		{"the same", "a\n", "a\n", ""},
+		{"too long", long, "y\n", "content differs (601 lines before, 1 after)\n"},
+	} {
+		if got := unifiedDiff(tc.before, tc.after); got != tc.want {
+			t.Errorf("%s: got\n%q\nwant\n%q", tc.name, got, tc.want)
+		}
+	}
+}
