@@ -54,22 +54,24 @@ const (
 // SSHTarget is a directory on a backup host, reached with the system's ssh
 // and scp with the host key pinned. Every field comes from validated typed
 // API fields or Secrets; none is ever passed as an -o option.
+//
+// A snapshot Job's request carries it as JSON, without TempDir.
 type SSHTarget struct {
 	// Address is the host's IP address or DNS name.
-	Address string
+	Address string `json:"address"`
 	// Port is the SSH port.
-	Port int
+	Port int `json:"port"`
 	// User is the SSH user.
-	User string
+	User string `json:"user"`
 	// Directory is the absolute directory snapshots go to.
-	Directory string
+	Directory string `json:"directory"`
 	// PrivateKey is an unencrypted OpenSSH private key.
-	PrivateKey []byte
+	PrivateKey []byte `json:"privateKey"`
 	// KnownHosts is a known_hosts file that lists the host's key.
-	KnownHosts []byte
+	KnownHosts []byte `json:"knownHosts"`
 	// TempDir is where each call writes the key and known_hosts, in a
 	// private directory removed when the call returns; os.TempDir() when empty.
-	TempDir string
+	TempDir string `json:"-"`
 }
 
 // Validate checks the fields that reach a command line.

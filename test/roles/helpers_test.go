@@ -326,12 +326,13 @@ func (a *ansible) playbook(t testing.TB, inventoryPath, extraVarsPath, playbook 
 	return a.playbookWithin(t, playbookTimeout, inventoryPath, extraVarsPath, playbook)
 }
 
-// playbookWithin is playbook with its own time limit.
-func (a *ansible) playbookWithin(t testing.TB, timeout time.Duration, inventoryPath, extraVarsPath, playbook string) run {
+// playbookWithin is playbook with its own time limit, and more
+// ansible-playbook arguments (such as --check).
+func (a *ansible) playbookWithin(t testing.TB, timeout time.Duration, inventoryPath, extraVarsPath, playbook string, args ...string) run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ansible-playbook", "-i", inventoryPath, "-e", "@"+extraVarsPath, playbook)
+	cmd := exec.CommandContext(ctx, "ansible-playbook", append([]string{"-i", inventoryPath, "-e", "@" + extraVarsPath, playbook}, args...)...)
 	cmd.Dir = a.dir
 	cmd.Env = append(os.Environ(), a.env...)
 	var out bytes.Buffer

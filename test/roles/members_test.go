@@ -428,6 +428,17 @@ spec:
 		}
 	})
 
+	testenv.Step(t, "a check run of the joined members would change nothing", func(t *testing.T) {
+		inv := e.a.memberInventory(t, "members-check.json", e.deployment(good, nil), e.handed)
+		r := e.a.playbookWithin(t, longPlaybookTimeout, inv, e.vars, membersPlaybook, "--check", "--diff")
+		r.mustSucceed(t, goodHosts...)
+		for _, h := range goodHosts {
+			if r.recap[h].Changed != 0 {
+				t.Errorf("the check run says %d things would change on %s", r.recap[h].Changed, h)
+			}
+		}
+	})
+
 	testenv.Step(t, "refuses a name or a cluster that another member holds", func(t *testing.T) {
 		taken := map[string]string{
 			pushB:    e.kubeconfigs[pushA], // push-b's name, push-a's cluster
@@ -520,6 +531,40 @@ spec:
 		}
 		if !strings.Contains(r.out, "TASK [karmada_members : Karmada members | Take the sync mode of the Cluster]") {
 			t.Error("the run did not look up pull-c's sync mode")
+		}
+		if t.Failed() {
+			t.Logf("output:\n%s", r.out)
+		}
+	})
+
+	testenv.Step(t, "a check run of joining them again lists them and joins nothing", func(t *testing.T) {
+		inv := e.a.memberInventory(t, "members-rejoin-check.json", e.deployment(good, nil), e.handed)
+		r := e.a.playbookWithin(t, longPlaybookTimeout, inv, e.vars, membersPlaybook, "--check", "--diff")
+		r.mustSucceed(t, goodHosts...)
+		for _, h := range unjoinHosts {
+			if r.recap[h].Changed == 0 {
+				t.Errorf("the check run says nothing would change on %s, which would join again", h)
+			}
+		}
+		if r.recap[inventory.MemberHost(pushB)].Changed != 0 {
+			t.Errorf("the check run says push-b, still joined, would change: %+v", r.recap[inventory.MemberHost(pushB)])
+		}
+		for _, name := range []string{pushA, pullC} {
+			if _, ok, _ := e.cluster(name); ok {
+				t.Errorf("the check run made Cluster %s", name)
+			}
+		}
+		for _, check := range []struct {
+			kubeconfig string
+			what       []string
+		}{
+			{e.kubeconfigs[pushA], []string{"namespace", "karmada-cluster"}},
+			{e.kubeconfigs[pullC], []string{"-n", "karmada-system", "deployment", "karmada-agent"}},
+			{e.admin, []string{"namespace", "karmada-es-" + pullC}},
+		} {
+			if gone, left := e.gone(check.kubeconfig, check.what...); !gone {
+				t.Errorf("the check run created %s: %s", strings.Join(check.what, " "), left)
+			}
 		}
 		if t.Failed() {
 			t.Logf("output:\n%s", r.out)

@@ -3,7 +3,9 @@ package etcdbackup
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/controllertest"
 	"github.com/kao-io/kao/internal/controller/pipeline"
+	"github.com/kao-io/kao/test/hosts"
 )
 
 // tenantBundle makes a bundle like controllertest.BackupBundle's whose etcdutl is a
@@ -111,4 +114,44 @@ func backupEvents(t *testing.T, eb *kaov1.EtcdBackup) []string {
 		}
 	}
 	return out
+}
+
+// backupHostSecret makes dc's first host an SSH backup host for backups in
+// ns: Secret backup-host holds the SSH key ("id"), the host's known_hosts
+// ("known_hosts") and a known_hosts that pins another key for its address
+// ("wrong_known_hosts"). dest is a destination on it, in dir, checked with
+// one of those known_hosts.
+func backupHostSecret(t *testing.T, ns string, dc *hosts.Cluster) (privateKey []byte, dest func(dir, knownHostsKey string) *kaov1.BackupDestination) {
+	t.Helper()
+	host := dc.Hosts()[0]
+	privateKey, err := os.ReadFile(dc.PrivateKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	knownHosts, err := os.ReadFile(dc.KnownHostsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongKey := filepath.Join(t.TempDir(), "other")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", wrongKey).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	otherPub, err := os.ReadFile(wrongKey + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "backup-host", Namespace: ns}, Data: map[string][]byte{
+		"id": privateKey, "known_hosts": knownHosts,
+		"wrong_known_hosts": []byte(host.Address + " " + strings.Join(strings.Fields(string(otherPub))[:2], " ") + "\n"),
+	}}
+	if err := controllertest.K8s.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	return privateKey, func(dir, knownHostsKey string) *kaov1.BackupDestination {
+		return &kaov1.BackupDestination{Type: kaov1.SSHDestination, SSH: &kaov1.SSHBackupDestination{
+			Address: host.Address, Port: int32(host.Port), User: host.User, Directory: dir,
+			PrivateKeySecretRef: kaov1.SecretKeyReference{Name: secret.Name, Key: "id"},
+			KnownHostsSecretRef: kaov1.SecretKeyReference{Name: secret.Name, Key: knownHostsKey},
+		}}
+	}
 }

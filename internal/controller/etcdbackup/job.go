@@ -45,7 +45,7 @@ type SnapshotRequest struct {
 	// Etcd is how the pod reaches the members, with kao's client certificate.
 	Etcd pipeline.EtcdClient `json:"etcd"`
 	// Target is the backup host, with its key and pinned host key.
-	Target SnapshotTarget `json:"target"`
+	Target etcdsnapshot.SSHTarget `json:"target"`
 	// Name is the snapshot's file name.
 	Name string `json:"name"`
 	// Time is the snapshot's time, as status shows it.
@@ -54,16 +54,6 @@ type SnapshotRequest struct {
 	MaxBytes int64 `json:"maxBytes,omitempty"`
 	// ArtifactsDir is the operator's bundle in the image, with etcdutl.
 	ArtifactsDir string `json:"artifactsDir"`
-}
-
-// SnapshotTarget is an etcdsnapshot.SSHTarget as a request carries it.
-type SnapshotTarget struct {
-	Address    string `json:"address"`
-	Port       int    `json:"port"`
-	User       string `json:"user"`
-	Directory  string `json:"directory"`
-	PrivateKey []byte `json:"privateKey"`
-	KnownHosts []byte `json:"knownHosts"`
 }
 
 // SnapshotOutcome is what a snapshot Job's pod writes as its termination
@@ -107,10 +97,8 @@ func (r *Reconciler) startSnapshotJob(ctx context.Context, eb *kaov1.EtcdBackup,
 		return fmt.Errorf("spec.destination.ssh: %w", err)
 	}
 	name := snapshotFileName(eb, now)
-	req := SnapshotRequest{
-		Etcd: *src.Client(), Name: name, Time: metav1.NewTime(now), MaxBytes: r.MaxSnapshotBytes, ArtifactsDir: r.ArtifactsDir,
-		Target: SnapshotTarget{Address: t.Address, Port: t.Port, User: t.User, Directory: t.Directory, PrivateKey: t.PrivateKey, KnownHosts: t.KnownHosts},
-	}
+	req := SnapshotRequest{Etcd: *src.Client(), Target: *t, Name: name, Time: metav1.NewTime(now), MaxBytes: r.MaxSnapshotBytes,
+		ArtifactsDir: r.ArtifactsDir}
 	data, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encoding the snapshot Job's request: %w", err)
@@ -237,9 +225,8 @@ func TakeRequestedSnapshot(ctx context.Context, data []byte, tmp string) Snapsho
 	if err != nil {
 		return fail(err)
 	}
-	t := req.Target
-	target := &etcdsnapshot.SSHTarget{Address: t.Address, Port: t.Port, User: t.User, Directory: t.Directory,
-		PrivateKey: t.PrivateKey, KnownHosts: t.KnownHosts, TempDir: tmp}
+	target := &req.Target
+	target.TempDir = tmp
 	if err := target.Validate(); err != nil {
 		return fail(err)
 	}

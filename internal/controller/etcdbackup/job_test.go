@@ -3,15 +3,11 @@ package etcdbackup
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -107,37 +103,9 @@ func TestSnapshotsInJobs(t *testing.T) {
 	// The deployment's bundle is the operator's, which a Job's pod has too.
 	kd := binaryDeployment(t, ns, "kd-job", cluster, artifacts, true)
 
-	privateKey, err := os.ReadFile(dc.PrivateKeyPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	knownHosts, err := os.ReadFile(dc.KnownHostsPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrongKey := filepath.Join(t.TempDir(), "other")
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", wrongKey).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v\n%s", err, out)
-	}
-	otherPub, err := os.ReadFile(wrongKey + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrongKnown := host.Address + " " + strings.Join(strings.Fields(string(otherPub))[:2], " ") + "\n"
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "backup-host", Namespace: ns}, Data: map[string][]byte{
-		"id": privateKey, "known_hosts": knownHosts, "wrong_known_hosts": []byte(wrongKnown),
-	}}
-	if err := controllertest.K8s.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+	privateKey, destIn := backupHostSecret(t, ns, dc)
 	const dir = "/var/backups/kao-jobs"
-	dest := func(knownHostsKey string) *kaov1.BackupDestination {
-		return &kaov1.BackupDestination{Type: kaov1.SSHDestination, SSH: &kaov1.SSHBackupDestination{
-			Address: host.Address, Port: int32(host.Port), User: host.User, Directory: dir,
-			PrivateKeySecretRef: kaov1.SecretKeyReference{Name: secret.Name, Key: "id"},
-			KnownHostsSecretRef: kaov1.SecretKeyReference{Name: secret.Name, Key: knownHostsKey},
-		}}
-	}
+	dest := func(knownHostsKey string) *kaov1.BackupDestination { return destIn(dir, knownHostsKey) }
 	tasks := &podTasks{states: map[string]jobexec.TaskState{}}
 	recorder := events.NewFakeRecorder(100)
 	clock := clocktesting.NewFakePassiveClock(time.Now())

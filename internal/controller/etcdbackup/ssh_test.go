@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -39,37 +36,9 @@ func TestEtcdBackupToSSHHost(t *testing.T) {
 	cluster.PutKeys(t, "/registry/ssh/", 20)
 	kd := binaryDeployment(t, ns, "kd", cluster, controllertest.BackupBundle(t, true), true)
 
-	privateKey, err := os.ReadFile(dc.PrivateKeyPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	knownHosts, err := os.ReadFile(dc.KnownHostsPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrongKey := filepath.Join(t.TempDir(), "other")
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", wrongKey).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v\n%s", err, out)
-	}
-	otherPub, err := os.ReadFile(wrongKey + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "backup-host", Namespace: ns}, Data: map[string][]byte{
-		"id": privateKey, "known_hosts": knownHosts,
-		"wrong_known_hosts": []byte(host.Address + " " + strings.Join(strings.Fields(string(otherPub))[:2], " ") + "\n"),
-	}}
-	if err := controllertest.K8s.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+	privateKey, destIn := backupHostSecret(t, ns, dc)
 	const dir = "/var/backups/kao"
-	dest := func(knownHostsKey string) *kaov1.BackupDestination {
-		return &kaov1.BackupDestination{Type: kaov1.SSHDestination, SSH: &kaov1.SSHBackupDestination{
-			Address: host.Address, Port: int32(host.Port), User: host.User, Directory: dir,
-			PrivateKeySecretRef: kaov1.SecretKeyReference{Name: secret.Name, Key: "id"},
-			KnownHostsSecretRef: kaov1.SecretKeyReference{Name: secret.Name, Key: knownHostsKey},
-		}}
-	}
+	dest := func(knownHostsKey string) *kaov1.BackupDestination { return destIn(dir, knownHostsKey) }
 	eb := controllertest.Get(t, controllertest.NewBackup(t, ns, "to-host", kd.Name, "* * * * *", 1, dest("known_hosts")))
 	clock := clocktesting.NewFakePassiveClock(eb.CreationTimestamp.Time)
 	recorder := events.NewFakeRecorder(100)

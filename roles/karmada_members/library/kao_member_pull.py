@@ -37,6 +37,10 @@ member the task chain joined is not changed either. The Deployment's Pod
 template names the digest of the agent's certificate, so a renewed or
 rotated certificate rolls the agents onto it. Keys never appear in the
 result or in a message.
+
+In check mode every apply is a server-side dry run (dryRun=All), so
+`applied` lists what would change, as the API servers themselves decide it,
+and nothing is stored.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -444,7 +448,7 @@ def join_one(p, claims, open_karmada, ca_text):
     out = {"failed": False, "msg": "", "applied": applied, "cluster_id": "", "server": ""}
 
     def apply(client, obj):
-        _, changed = client.apply(obj, p["field_manager"])
+        _, changed = client.apply(obj, p["field_manager"], dry_run=p["check"])
         if changed:
             applied.append("%s/%s" % (obj["kind"], obj["metadata"]["name"]))
 
@@ -483,6 +487,7 @@ def join_one(p, claims, open_karmada, ca_text):
 
 def run(module):
     shared = dict((k, v) for k, v in module.params.items() if k != "members")
+    shared["check"] = module.check_mode
 
     def open_karmada():
         return from_files(shared["karmada_server"], shared["karmada_ca"], shared["karmada_cert"], shared["karmada_key"])
@@ -509,7 +514,7 @@ def run(module):
         with open_karmada() as karmada:
             clusters = karmada.list("Cluster")
             _, ns_changed = karmada.apply(namespace_object(shared["cluster_namespace"], shared["labels"]),
-                                          shared["field_manager"])
+                                          shared["field_manager"], dry_run=shared["check"])
     except KubeError as e:
         return all_failed("the Pull join could not start: %s" % e)
     claims = Claims(clusters, check_cluster_name)
@@ -563,7 +568,7 @@ def main():
             labels=dict(type="dict", default={}),
             field_manager=dict(type="str", default="kao-members"),
         ),
-        supports_check_mode=False,
+        supports_check_mode=True,
     )
     module.exit_json(**run(module))
 

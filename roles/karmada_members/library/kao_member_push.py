@@ -30,6 +30,12 @@ so one member's failure stops only that member.
 
 Every object is server-side applied: a second call changes nothing. Tokens
 and keys never appear in the result or in a message.
+
+In check mode every apply is a server-side dry run (dryRun=All), so
+`applied` lists what would change, as the API servers themselves decide it,
+and nothing is stored or waited for. A member not joined yet has no
+service-account tokens to compare: its Cluster and two Secrets are listed as
+what would be created, and its `msg` says so.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -247,17 +253,25 @@ def check_cluster_name(name, clusters, cluster_id):
     return ""
 
 
+def read_tokens(member, p):
+    """The member's two service-account tokens, or None while either is missing."""
+    names = (p["service_account"], p["impersonator_service_account"])
+    tokens = {}
+    for n in names:
+        s = member.get("Secret", n, p["cluster_namespace"])
+        tok = ((s or {}).get("data") or {}).get("token")
+        if tok:
+            tokens[n] = tok
+    if len(tokens) == len(names):
+        return tokens
+    return None
+
+
 def wait_tokens(member, p):
     deadline = time.time() + p["token_timeout"]
-    names = (p["service_account"], p["impersonator_service_account"])
     while True:
-        tokens = {}
-        for n in names:
-            s = member.get("Secret", n, p["cluster_namespace"])
-            tok = ((s or {}).get("data") or {}).get("token")
-            if tok:
-                tokens[n] = tok
-        if len(tokens) == len(names):
+        tokens = read_tokens(member, p)
+        if tokens is not None:
             return tokens
         if time.time() > deadline:
             return None
@@ -331,7 +345,7 @@ def join_one(p, claims, open_karmada):
     out = {"failed": False, "msg": "", "applied": applied, "cluster_id": "", "server": ""}
 
     def apply(client, obj):
-        after, changed = client.apply(obj, p["field_manager"])
+        after, changed = client.apply(obj, p["field_manager"], dry_run=p["check"])
         if changed:
             applied.append("%s/%s" % (obj["kind"], obj["metadata"]["name"]))
         return after
@@ -357,7 +371,19 @@ def join_one(p, claims, open_karmada):
             apply(member, namespace_object(p["cluster_namespace"], p["labels"]))
             for obj in member_objects(p):
                 apply(member, obj)
-            tokens = wait_tokens(member, p)
+            if p["check"]:
+                tokens = read_tokens(member, p)
+                if tokens is None:
+                    # A member not joined yet: its tokens exist only once its
+                    # service accounts do. The Cluster and its Secrets would
+                    # be created; what they would hold cannot be known.
+                    apply(karmada, cluster_object(p, cluster_id, member.server))
+                    applied.extend(["Secret/%s" % p["secret"], "Secret/%s" % p["impersonator_secret"]])
+                    out["msg"] = ("%s would join: its service-account tokens do not exist yet, so the Secrets "
+                                  "of its Cluster cannot be compared" % name)
+                    return out
+            else:
+                tokens = wait_tokens(member, p)
             if tokens is None:
                 raise JoinFailed("%s: its service-account tokens (%s/%s and %s) were not filled within %d s; the member's "
                                  "kube-controller-manager must run its serviceaccount-token controller"
@@ -392,6 +418,7 @@ def join_one(p, claims, open_karmada):
 
 def run(module):
     shared = dict((k, v) for k, v in module.params.items() if k != "members")
+    shared["check"] = module.check_mode
 
     def open_karmada():
         return from_files(shared["karmada_server"], shared["karmada_ca"], shared["karmada_cert"], shared["karmada_key"])
@@ -406,7 +433,7 @@ def run(module):
         with open_karmada() as karmada:
             clusters = karmada.list("Cluster")
             _, ns_changed = karmada.apply(namespace_object(shared["cluster_namespace"], shared["labels"]),
-                                          shared["field_manager"])
+                                          shared["field_manager"], dry_run=shared["check"])
     except KubeError as e:
         msg = "the Push join could not start: %s" % e
         return dict(changed=False, members=dict((m["name"], {"failed": True, "msg": "member %s: %s" % (m["name"], msg),
@@ -421,7 +448,7 @@ def run(module):
             futures[m["name"]] = pool.submit(join_one, p, claims, open_karmada)
         for n, f in futures.items():
             results[n] = f.result()
-    if shared["ready_timeout"] > 0:
+    if shared["ready_timeout"] > 0 and not shared["check"]:
         wait_all_ready(open_karmada, shared["ready_timeout"], results)
     return dict(changed=ns_changed or any(r["applied"] for r in results.values()), members=results)
 
@@ -453,7 +480,7 @@ def main():
             token_timeout=dict(type="int", default=60),
             ready_timeout=dict(type="int", default=120),
         ),
-        supports_check_mode=False,
+        supports_check_mode=True,
     )
     module.exit_json(**run(module))
 

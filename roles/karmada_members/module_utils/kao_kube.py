@@ -161,15 +161,28 @@ class Client(object):
         self._check("GET", path, status, body)
         return body.get("items") or []
 
-    def apply(self, obj, field_manager):
-        """Server-side apply obj; return (object after, changed)."""
+    def apply(self, obj, field_manager, dry_run=False):
+        """Server-side apply obj; return (object after, changed).
+
+        With dry_run the API server applies it without storing anything
+        (dryRun=All: admission, defaulting and validation all run), and
+        changed says whether the stored object would differ."""
         kind = obj["kind"]
         meta = obj["metadata"]
+        if dry_run and meta.get("namespace") and self.get("Namespace", meta["namespace"]) is None:
+            # Its namespace would be created first, which a dry run does
+            # not store: the object would be created, and that is all the
+            # API server could say.
+            return obj, True
         before = self.get(kind, meta["name"], meta.get("namespace"))
         path = object_path(kind, meta["name"], meta.get("namespace"))
-        status, body = self.request("PATCH", path, body=obj, content_type="application/apply-patch+yaml",
-                                    query={"fieldManager": field_manager, "force": "true"})
+        query = {"fieldManager": field_manager, "force": "true"}
+        if dry_run:
+            query["dryRun"] = "All"
+        status, body = self.request("PATCH", path, body=obj, content_type="application/apply-patch+yaml", query=query)
         self._check("PATCH", path, status, body)
+        if dry_run:
+            return body, before is None or _content(before) != _content(body)
         changed = before is None or before["metadata"].get("resourceVersion") != body["metadata"].get("resourceVersion")
         return body, changed
 
@@ -181,6 +194,18 @@ class Client(object):
             return False
         self._check("DELETE", path, status, body, ok=(200, 202))
         return True
+
+
+# The metadata the API server keeps for itself: a dry run's answer differs
+# from the stored object in these even when nothing else would change.
+_SERVER_METADATA = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink")
+
+
+def _content(obj):
+    """obj without its status and the metadata the server keeps for itself."""
+    out = dict((k, v) for k, v in obj.items() if k != "status")
+    out["metadata"] = dict((k, v) for k, v in (obj.get("metadata") or {}).items() if k not in _SERVER_METADATA)
+    return out
 
 
 def collection_path(kind, namespace):
