@@ -8,58 +8,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
 
-// TestAggregatedAPIServer installs managed etcd on three hosts and
-// karmada-apiserver plus karmada-aggregated-apiserver on two of them, applies
-// Karmada's objects, and proves from this machine that the Cluster API
-// answers through karmada-apiserver's aggregation on both API servers and that
-// the uninstall stops the aggregated API
-// server.
-func TestAggregatedAPIServer(t *testing.T) {
-	requirePrerequisites(t)
-	bundle, m := buildBundle(t)
-	kubectl := filepath.Join(bundle, "kubernetes", m.Kubernetes, "bin", "kubectl")
-	dc := hosts.Start(t, 3)
+// aggregatedAPIServerSteps prove, on a control plane that install.yml put on
+// hs with karmada-apiserver on apiHosts (TestKarmadaAPIServer's), that the
+// Cluster API answers through karmada-apiserver's aggregation on both API
+// servers, that karmada-aggregated-apiserver runs only on the apiServer
+// hosts with the flags kao gives it, and that an apply routes only to the
+// hosts whose aggregated API server answers. kubeconfigs are the
+// administrator's, one per API server.
+func aggregatedAPIServerSteps(t *testing.T, a *ansible, dc *hosts.Cluster, kubectl, inv, vars string, kubeconfigs []string) {
+	t.Helper()
+	ctx := context.Background()
 	hs := dc.Hosts()
 	names := make([]string, len(hs))
 	for i, h := range hs {
 		names[i] = h.Name
 	}
 	apiHosts := hs[:2]
-	ctx := context.Background()
-	bundlePKI, pkiDir := genPKI(t, hs, apiHosts)
-	a := newAnsible(t, dc)
-	install := filepath.Join("testdata", "aggregated-install.yml")
-	uninstall := filepath.Join("testdata", "aggregated-uninstall.yml")
-	install, uninstall = absPath(t, install), absPath(t, uninstall)
-	vars := a.extraVars(t, "vars.json", map[string]string{"kao_artifacts_dir": bundle, "kao_pki_dir": pkiDir})
-	inv := a.inventory(t, "inventory.json", apiServerDeployment(hs, apiHosts))
-
-	kubeconfigs := make([]string, len(apiHosts))
-	for i, h := range apiHosts {
-		kc, err := bundlePKI.Kubeconfig(pki.AdminClient, apiURL(h))
-		if err != nil {
-			t.Fatal(err)
-		}
-		kubeconfigs[i] = a.writeFile(t, "admin-"+h.Name+".kubeconfig", kc)
-	}
-
-	testenv.Step(t, "installs the aggregated API server and Karmada's objects", func(t *testing.T) {
-		r := a.playbook(t, inv, vars, install)
-		r.mustSucceed(t, names...)
-		for _, task := range []string{
-			"TASK [karmada_aggregated_apiserver : Karmada aggregated apiserver | Wait for karmada-aggregated-apiserver to be ready]",
-			"TASK [karmada_resources : Karmada resources | Wait for the Cluster API to be available]",
-		} {
-			if !strings.Contains(r.out, task) {
-				t.Errorf("the run did not reach %q:\n%s", task, r.out)
-			}
-		}
-	})
 
 	testenv.Step(t, "serves Karmada's APIs through both API servers", func(t *testing.T) {
 		for i, h := range apiHosts {
@@ -154,21 +122,6 @@ func TestAggregatedAPIServer(t *testing.T) {
 		}
 	})
 
-	testenv.Step(t, "uninstall stops the aggregated API server", func(t *testing.T) {
-		r := a.playbook(t, inv, vars, uninstall)
-		r.mustSucceed(t, names...)
-		for _, h := range apiHosts {
-			out, err := dc.Run(ctx, h.Name, "for p in /etc/systemd/system/karmada-aggregated-apiserver.service "+
-				"/etc/karmada/karmada-aggregated-apiserver.kubeconfig /etc/karmada/pki/karmada-aggregated-apiserver-server.key; "+
-				"do test ! -e $p || echo $p; done; systemctl is-active karmada-aggregated-apiserver || true")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.TrimSpace(out); got != "inactive" {
-				t.Errorf("%s still has karmada-aggregated-apiserver after the uninstall: %q", h.Name, got)
-			}
-		}
-	})
 }
 
 // absPath is p made absolute: ansible-playbook runs in the runner's directory.

@@ -26,8 +26,10 @@ import (
 
 // TestKarmadaAPIServer installs managed etcd on three hosts and
 // karmada-apiserver on two of them with kao's real install playbook, proves
-// both API servers serve the same data to the administrator, passes extra
-// args literally, and uninstalls.
+// both API servers serve the same data to the administrator, that Karmada's
+// APIs answer through the aggregated API server (aggregatedAPIServerSteps),
+// passes extra args literally, rolls renewed certificates out, and
+// uninstalls.
 func TestKarmadaAPIServer(t *testing.T) {
 	requirePrerequisites(t)
 	root := repoRoot(t)
@@ -155,6 +157,10 @@ func TestKarmadaAPIServer(t *testing.T) {
 		}
 	})
 
+	// install.yml put karmada-aggregated-apiserver and Karmada's objects on
+	// the apiServer hosts too.
+	aggregatedAPIServerSteps(t, a, dc, kubectl, inv, vars, kubeconfigs)
+
 	testenv.Step(t, "refuses an extra arg the role manages", func(t *testing.T) {
 		bad := apiServerDeployment(hs, apiHosts)
 		bad.Spec.APIServer.ExtraArgs = []kaov1.Arg{{Name: "anonymous-auth", Value: "true"}}
@@ -224,13 +230,15 @@ func TestKarmadaAPIServer(t *testing.T) {
 		r.mustSucceed(t, names...)
 		for _, h := range apiHosts {
 			out, err := dc.Run(ctx, h.Name, "for p in /etc/systemd/system/karmada-apiserver.service /etc/karmada/pki/ca.crt "+
-				"/etc/karmada/pki/karmada-apiserver-server.key /etc/karmada/pki/sa.key; do test ! -e $p || echo $p; done; "+
-				"systemctl is-active karmada-apiserver || true")
+				"/etc/karmada/pki/karmada-apiserver-server.key /etc/karmada/pki/sa.key "+
+				"/etc/systemd/system/karmada-aggregated-apiserver.service /etc/karmada/karmada-aggregated-apiserver.kubeconfig "+
+				"/etc/karmada/pki/karmada-aggregated-apiserver-server.key; do test ! -e $p || echo $p; done; "+
+				"systemctl is-active karmada-apiserver karmada-aggregated-apiserver || true")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.TrimSpace(out); got != "inactive" {
-				t.Errorf("%s still has karmada-apiserver after the uninstall: %q", h.Name, got)
+			if got := strings.Fields(out); len(got) != 2 || got[0] != "inactive" || got[1] != "inactive" {
+				t.Errorf("%s still has karmada-apiserver or karmada-aggregated-apiserver after the uninstall: %q", h.Name, out)
 			}
 		}
 	})
