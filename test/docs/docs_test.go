@@ -122,16 +122,29 @@ func TestLinksResolve(t *testing.T) {
 	}
 }
 
-// topLevel returns the names at the top of the repository.
+// topLevel returns the names at the top of the repository, but the
+// directories .gitignore keeps out of it (/_out/, /bin/): what make targets
+// write there, which docs name, exists only once a target ran, and the
+// tests must not depend on which ran before them.
 func topLevel(t *testing.T) map[string]bool {
 	t.Helper()
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ignored := map[string]bool{}
+	if data, err := os.ReadFile(filepath.Join(root, ".gitignore")); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if name, ok := strings.CutPrefix(strings.TrimSpace(line), "/"); ok && strings.HasSuffix(name, "/") {
+				ignored[strings.TrimSuffix(name, "/")] = true
+			}
+		}
+	}
 	names := map[string]bool{}
 	for _, e := range entries {
-		names[e.Name()] = true
+		if !ignored[e.Name()] {
+			names[e.Name()] = true
+		}
 	}
 	return names
 }
