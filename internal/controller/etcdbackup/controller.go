@@ -113,6 +113,10 @@ type backupScope struct {
 	// acted is set when this reconcile acted on the current spec without a
 	// failure; only then does status.observedGeneration move.
 	acted bool
+	// endedJob is the ID of a snapshot Job whose end this reconcile
+	// recorded: it is deleted once status holds its result, so that a
+	// status write that fails finds the Job, and its result, again.
+	endedJob string
 }
 
 // Reconcile takes the snapshot that is due, if any, and records the outcome.
@@ -136,6 +140,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	defer func() {
 		if err := r.patchStatus(ctx, s); err != nil {
 			reterr = errors.Join(reterr, err)
+			return
+		}
+		if s.endedJob != "" && r.Remote != nil {
+			if err := r.Remote.RemoveTask(ctx, owner(eb), s.endedJob); err != nil {
+				ctrl.LoggerFrom(ctx).Info("Deleting a snapshot Job that ended failed; deleting the backup removes it", "id", s.endedJob, "error", err.Error())
+			}
 		}
 	}()
 	pipeline.SetUnknownIfMissing(&eb.Status.Conditions, eb.Generation, kaov1.WaitingForRunReason,

@@ -121,8 +121,9 @@ func (r *Reconciler) startSnapshotJob(ctx context.Context, eb *kaov1.EtcdBackup,
 
 // followSnapshotJob looks at the Job of status.snapshotJob: while it runs,
 // it comes back later; once it ended, it records the snapshot or the
-// failure as a snapshot taken in the operator's process is recorded,
-// deletes the Job and its Secret, and schedules the next snapshot.
+// failure as a snapshot taken in the operator's process is recorded, and
+// schedules the next snapshot. The Job and its Secret are deleted once the
+// status that records them is written (Reconcile).
 func (r *Reconciler) followSnapshotJob(ctx context.Context, s *backupScope) ctrl.Result {
 	eb := s.eb
 	j := eb.Status.SnapshotJob
@@ -143,9 +144,7 @@ func (r *Reconciler) followSnapshotJob(ctx context.Context, s *backupScope) ctrl
 			failure = fmt.Errorf("the Job %s of snapshot %s is gone before kao saw it end", j.Name, j.Snapshot)
 		default:
 			res, failure = outcomeOf(eb, j, st)
-			if err := r.Remote.RemoveTask(ctx, owner(eb), j.ID); err != nil {
-				ctrl.LoggerFrom(ctx).Info("Deleting a snapshot Job that ended failed; its owner's deletion removes it", "job", j.Name, "error", err.Error())
-			}
+			s.endedJob = j.ID // deleted once status holds the result
 		}
 	}
 	eb.Status.SnapshotJob = nil

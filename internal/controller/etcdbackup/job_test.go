@@ -3,6 +3,7 @@ package etcdbackup
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,17 @@ func (p *podTasks) RemoveTask(_ context.Context, _ runner.Owner, id string) erro
 	delete(p.states, id)
 	p.removed = append(p.removed, id)
 	return nil
+}
+
+// statusDown is a client whose status writes fail.
+type statusDown struct{ client.Client }
+
+func (c statusDown) Status() client.SubResourceWriter { return failingStatus{c.Client.Status()} }
+
+type failingStatus struct{ client.SubResourceWriter }
+
+func (failingStatus) Patch(context.Context, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+	return errors.New("the API server is not answering")
 }
 
 // runPods runs every task that has not run yet, as its pod would.
@@ -144,6 +156,16 @@ func TestSnapshotsInJobs(t *testing.T) {
 	}
 
 	tasks.runPods(t)
+	// The status that records the Job's end cannot be written: the Job
+	// stays, and the next reconcile records it.
+	failing := operator()
+	failing.Client = statusDown{controllertest.K8s}
+	if _, err := failing.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(got)}); err == nil {
+		t.Fatal("a reconcile whose status write failed returned no error")
+	}
+	if cur := controllertest.Get(t, got); cur.Status.SnapshotJob == nil || len(tasks.removed) != 0 {
+		t.Fatalf("a result that was not recorded lost its Job: status %+v, removed %v", cur.Status.SnapshotJob, tasks.removed)
+	}
 	got, _ = reconcile(operator(), got)
 	snap := got.Status.LastSnapshot
 	if c := backupCondition(got, kaov1.BackupSucceededCondition); c.Status != metav1.ConditionTrue || snap == nil || got.Status.SnapshotJob != nil {
