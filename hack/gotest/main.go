@@ -120,11 +120,17 @@ func (s *summary) read(r io.Reader) error {
 		}
 		s.handle(e)
 	}
+	err := sc.Err()
+	if err != nil {
+		// A line beyond the scanner's limit: go test must still be able to
+		// write the rest, or it would block and never exit.
+		_, _ = io.Copy(io.Discard, r)
+	}
 	// A package that never said it ended (go test was stopped): its line.
 	for _, l := range s.resultLine {
 		s.print(l)
 	}
-	return sc.Err()
+	return err
 }
 
 func (s *summary) handle(e event) {
