@@ -13,9 +13,6 @@ import (
 // with a passing, a slow, a failing and a failing-subtest test, and checks
 // what is shown, what is not, and the exit status.
 func TestSummaryOfARealRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs go test on a module of its own")
-	}
 	dir := t.TempDir()
 	files := map[string]string{
 		"go.mod": "module example.com/m\n\ngo 1.22\n",

@@ -84,7 +84,7 @@ func run() error {
 	}
 	nameFlag := flag.String("name", "kao-manager:dev", "Image name written into the archive: [registry/]repository:tag.")
 	out := flag.String("out", filepath.Join(root, "_out", "image"), "Directory for the archive (<repository>.oci.tar), its digest and its Debian package list.")
-	cache := flag.String("cache", defaultCache(), "Directory caching the Debian and bundle layers.")
+	cache := flag.String("cache", ociimage.DefaultCache(), "Directory caching the Debian and bundle layers.")
 	artifacts := flag.String("artifacts", firstNonEmpty(os.Getenv("KAO_ARTIFACTS_DIR"), filepath.Join(root, "_out", "artifacts")),
 		"Offline bundle to include (make artifacts); $KAO_ARTIFACTS_DIR when set.")
 	mirror := flag.String("mirror", "", "Debian mirror URL; the first of the machine's apt sources when empty.")
@@ -599,14 +599,4 @@ func firstNonEmpty(values ...string) string {
 		}
 	}
 	return ""
-}
-
-func defaultCache() string {
-	if d := os.Getenv("KAO_IMAGE_CACHE"); d != "" {
-		return d
-	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "kao", "image")
-	}
-	return filepath.Join(os.TempDir(), "kao-image-cache")
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kao-io/kao/internal/ociimage"
 	"github.com/kao-io/kao/internal/testenv"
 )
 
@@ -33,18 +34,6 @@ func build(t *testing.T, cache, out string) string {
 	}
 	t.Logf("built %s in %s", strings.TrimSpace(string(digest)), time.Since(start).Round(time.Second))
 	return strings.TrimSpace(string(digest))
-}
-
-// defaultCache is hack/image's default layer cache: $KAO_IMAGE_CACHE, or
-// kao/image in the user's cache directory.
-func defaultCache() string {
-	if d := os.Getenv("KAO_IMAGE_CACHE"); d != "" {
-		return d
-	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "kao", "image")
-	}
-	return filepath.Join(os.TempDir(), "kao-image-cache")
 }
 
 func requirePrerequisites(t *testing.T) {
@@ -72,7 +61,7 @@ func TestImage(t *testing.T) {
 	// The first build uses the machine's layer cache, as `make image` does
 	// (test/incluster's image build fills it too); the second a cache of
 	// its own, empty but for the bundle layer.
-	first, second := defaultCache(), filepath.Join(tmp, "cache2")
+	first, second := ociimage.DefaultCache(), filepath.Join(tmp, "cache2")
 	digest := build(t, first, filepath.Join(tmp, "out1"))
 	archive := filepath.Join(tmp, "out1", "kao-manager.oci.tar")
 
