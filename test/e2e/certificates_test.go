@@ -391,7 +391,7 @@ func renewAndRotate(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment
 	report := prober.Stop()
 	t.Logf("readyz prober: %s", report)
 	for _, o := range report.Outages() {
-		t.Errorf("neither API server was ready at %s: %v", o.At.Format(time.RFC3339Nano), o.Errors)
+		t.Errorf("neither API server was in rotation at %s (each failed %d checks in a row): %v", o.At.Format(time.RFC3339Nano), readiness.Fall, o.Errors)
 	}
 	for _, u := range urls {
 		if !inOrder(report.Serials[u], serials) {

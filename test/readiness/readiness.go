@@ -37,8 +37,60 @@ type Report struct {
 	Serials map[string][]*big.Int
 }
 
-// Outages are the rounds in which no server was ready.
+// Fall and Rise are the load balancer's health check thresholds, HAProxy's
+// defaults: a server is taken out of rotation after Fall failed checks in a
+// row and put back after Rise passed checks in a row. A single failed check
+// (a request that met an etcd connection closing as a member restarted, a
+// check answered late on a loaded machine) does not take a server out, as it
+// would not behind a real load balancer; a server that stopped or stayed
+// unready does go out, within Fall rounds.
+const (
+	Fall = 3
+	Rise = 2
+)
+
+// Outages are the rounds in which no server was in rotation, by the Fall and
+// Rise rule; every server starts in rotation.
 func (r Report) Outages() []Round {
+	type health struct {
+		out          bool
+		fails, rises int
+	}
+	servers := map[string]*health{}
+	var out []Round
+	for _, round := range r.Rounds {
+		any := false
+		for u, ok := range round.Ready {
+			h := servers[u]
+			if h == nil {
+				h = &health{}
+				servers[u] = h
+			}
+			switch {
+			case ok:
+				h.fails, h.rises = 0, h.rises+1
+				if h.out && h.rises >= Rise {
+					h.out = false
+				}
+			default:
+				h.fails, h.rises = h.fails+1, 0
+				if h.fails >= Fall {
+					h.out = true
+				}
+			}
+			any = any || !h.out
+		}
+		if !any {
+			out = append(out, round)
+		}
+	}
+	return out
+}
+
+// Blips are the rounds in which no server answered ready, whether or not a
+// load balancer would have taken them all out (Outages): a log shows them so
+// that a run close to an outage is visible.
+func (r Report) Blips() []Round {
 	var out []Round
 	for _, round := range r.Rounds {
 		any := false
@@ -106,7 +158,8 @@ func cause(msg string) string {
 // String sums the report up for a log.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d rounds, %d without a ready server", len(r.Rounds), len(r.Outages()))
+	fmt.Fprintf(&b, "%d rounds, %d without a ready server, %d without a server in rotation (fall %d, rise %d)",
+		len(r.Rounds), len(r.Blips()), len(r.Outages()), Fall, Rise)
 	causes := r.Causes()
 	for u, n := range r.NotReady() {
 		fmt.Fprintf(&b, "; %s not ready in %d rounds %v, %d serving certificates", u, n, causes[u], len(r.Serials[u]))

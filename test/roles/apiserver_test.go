@@ -199,7 +199,7 @@ func TestKarmadaAPIServer(t *testing.T) {
 		r.mustSucceed(t, names...)
 		t.Logf("renewed %d certificates in %s: %s", len(changed), time.Since(started).Round(time.Second), report)
 		for _, o := range report.Outages() {
-			t.Errorf("no API server was ready at %s: %v", o.At.Format(time.RFC3339Nano), o.Errors)
+			t.Errorf("no API server was in rotation at %s (each failed %d checks in a row): %v", o.At.Format(time.RFC3339Nano), readiness.Fall, o.Errors)
 		}
 		want := certSerial(t, renewed, pki.APIServerServer)
 		for _, u := range urls {
