@@ -115,6 +115,23 @@ const (
 	CertificatesExpiredReason = "CertificatesExpired"
 )
 
+// InSyncCondition says whether the hosts match the last successful run, as
+// the last drift check (spec.driftCheck) found.
+const (
+	InSyncCondition = "InSync"
+
+	// NoDriftReason means the last drift check found nothing a run would change.
+	NoDriftReason = "NoDrift"
+	// DriftDetectedReason means the last drift check found changes made
+	// outside kao; status.drift lists them.
+	DriftDetectedReason = "DriftDetected"
+	// DriftCheckFailedReason means the last drift check could not finish.
+	DriftCheckFailedReason = "DriftCheckFailed"
+	// ConvergedReason means a successful run since the last drift check put
+	// every host in the state the spec asks for.
+	ConvergedReason = "Converged"
+)
+
 // PausedCondition says spec.paused stops kao from starting runs.
 const (
 	PausedCondition = "Paused"

@@ -114,6 +114,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Containerized' || !has(self.hostCluster) || !has(self.hostCluster.kubeconfigSecretRef) || (has(self.apiServer) && (has(self.apiServer.endpoint) || (has(self.apiServer.serviceType) && self.apiServer.serviceType != 'ClusterIP')))",message="kao reaches a remote host cluster's karmada-apiserver from outside that cluster: with spec.hostCluster.kubeconfigSecretRef set spec.apiServer.serviceType to NodePort or LoadBalancer, or give spec.apiServer.endpoint"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.etcd.managed) || (!has(self.etcd.managed.resources) && !has(self.etcd.managed.tolerations))",message="spec.etcd.managed.resources and spec.etcd.managed.tolerations are only used in Containerized mode"
 // +kubebuilder:validation:XValidation:rule="!has(self.addons) || !has(self.addons.schedulerEstimator) || !self.addons.schedulerEstimator.enabled || !has(self.members) || self.members.all(m, size(m.name) <= 35)",message="with spec.addons.schedulerEstimator enabled, member names must be at most 35 characters: each member's estimator is reached through a Service named karmada-scheduler-estimator-<member>, and Service names are at most 63 characters"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Containerized' || !has(self.driftCheck)",message="spec.driftCheck covers Binary mode, whose hosts kao installs over SSH; a Containerized control plane's objects are kept by their host cluster's controllers"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.hostCluster) || !has(self.hostCluster) || has(self.hostCluster.namespace) == has(oldSelf.hostCluster.namespace)",message="spec.hostCluster.namespace cannot change: the control plane's workloads, Secrets and volumes stay in the namespace they were created in"
 type KarmadaDeploymentSpec struct {
 	// mode is where the control plane runs: Binary (systemd services on spec.hosts over SSH)
@@ -198,6 +199,30 @@ type KarmadaDeploymentSpec struct {
 	// finishes; nothing already installed is touched.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// driftCheck makes kao check the hosts for drift from the last
+	// successful run: changes made by hand since, such as an edited unit, a
+	// stopped service or a replaced certificate. Off when unset. Binary mode only.
+	// +optional
+	DriftCheck *DriftCheckSpec `json:"driftCheck,omitempty"`
+}
+
+// DriftCheckSpec configures periodic drift checks. A drift check runs the
+// install playbook in Ansible's check mode with diffs: it changes nothing on
+// any host and lists, in status.drift, what a run would change.
+type DriftCheckSpec struct {
+	// interval is the time between checks, counted from the last check or
+	// the last successful run, whichever is later; at least 1m. A check
+	// costs a pass over every host over SSH, about half a run.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1m')",message="spec.driftCheck.interval must be a duration of at least 1m, such as 30m"
+	Interval metav1.Duration `json:"interval"`
+
+	// autoRepair runs the install playbook when a check finds drift, which
+	// puts back what was changed by hand. Without it kao reports the drift
+	// (condition InSync False, an Event) and waits for a person.
+	// +optional
+	AutoRepair bool `json:"autoRepair,omitempty"`
 }
 
 // ArtifactsSpec says where installation artifacts come from.
@@ -896,6 +921,126 @@ type KarmadaDeploymentStatus struct {
 	// etcd snapshot taken before anything moved.
 	// +optional
 	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
+
+	// drift is what the last drift check (spec.driftCheck) found.
+	// +optional
+	Drift *DriftStatus `json:"drift,omitempty"`
+}
+
+// DriftResult is the outcome of a drift check.
+// +kubebuilder:validation:Enum=InSync;Drifted;Failed
+type DriftResult string
+
+// Drift check outcomes.
+const (
+	// DriftInSync means a run would change nothing on any host.
+	DriftInSync DriftResult = "InSync"
+	// DriftDrifted means a run would change what status.drift.items lists.
+	DriftDrifted DriftResult = "Drifted"
+	// DriftCheckFailed means the check could not finish (a host unreachable,
+	// a task failing); it says nothing of drift.
+	DriftCheckFailed DriftResult = "Failed"
+)
+
+// DriftKind classifies a drifted item.
+// +kubebuilder:validation:Enum=Unit;File;Certificate;Binary;Service;Other
+type DriftKind string
+
+// Kinds of drift.
+const (
+	// DriftUnit is a systemd unit file whose content or mode differs.
+	DriftUnit DriftKind = "Unit"
+	// DriftFile is another file kao manages (a configuration, a kubeconfig)
+	// whose content or mode differs.
+	DriftFile DriftKind = "File"
+	// DriftCertificate is a certificate or key file that differs from the
+	// one kao issued. Its content is never shown.
+	DriftCertificate DriftKind = "Certificate"
+	// DriftBinary is a program that differs from the bundle's.
+	DriftBinary DriftKind = "Binary"
+	// DriftService is a service that is stopped or not enabled.
+	DriftService DriftKind = "Service"
+	// DriftOther is any other change a run would make.
+	DriftOther DriftKind = "Other"
+)
+
+// DriftStatus is the result of the last drift check.
+type DriftStatus struct {
+	// runID identifies the check, as a run's ID does.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	RunID string `json:"runID"`
+
+	// generation is the spec generation the check compared the hosts with.
+	// +required
+	Generation int64 `json:"generation"`
+
+	// checkTime is when the check ended.
+	// +required
+	CheckTime metav1.Time `json:"checkTime"`
+
+	// result is InSync, Drifted or Failed. A check fails, naming the task
+	// and host, when a run would fail too: an etcd member missing from the
+	// cluster, a unit file deleted.
+	// +required
+	Result DriftResult `json:"result"`
+
+	// message sums the result up.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// items are what a run would change, host by host, in the order the
+	// run would change them.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Items []DriftItem `json:"items,omitempty"`
+
+	// itemsDropped counts the items beyond the ones listed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ItemsDropped int32 `json:"itemsDropped,omitempty"`
+
+	// logConfigMapName is the ConfigMap holding the check's log, kept like
+	// a run's when the check found drift or failed; a check that found
+	// nothing keeps no log, so that checks never push runs' logs out.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	LogConfigMapName string `json:"logConfigMapName,omitempty"`
+
+	// repairRunID is the run autoRepair started for this drift, once started.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	RepairRunID string `json:"repairRunID,omitempty"`
+}
+
+// DriftItem is one thing a run would change on a host.
+type DriftItem struct {
+	// host is the spec.hosts name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host"`
+
+	// kind classifies the item.
+	// +required
+	Kind DriftKind `json:"kind"`
+
+	// task is the playbook task that would change it.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	Task string `json:"task"`
+
+	// item names what would change: a path, a service, a member.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Item string `json:"item,omitempty"`
+
+	// diff is a short diff of a file's content or attributes. Certificates,
+	// keys and other secret content are never shown.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Diff string `json:"diff,omitempty"`
 }
 
 // AppliedSpec holds digests of what successful runs applied.
@@ -1039,6 +1184,11 @@ type RunProgress struct {
 	// startTime is when the run started.
 	// +required
 	StartTime metav1.Time `json:"startTime"`
+
+	// check is set for a drift check: the playbook runs in check mode and
+	// changes nothing.
+	// +optional
+	Check bool `json:"check,omitempty"`
 
 	// updateTime is when this progress was last written.
 	// +optional

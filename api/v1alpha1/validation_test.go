@@ -423,6 +423,24 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			wantMessage: "an extra arg value must not contain control characters",
 		},
 		{
+			name:        "drift checks more often than every minute",
+			sample:      binarySample,
+			mutate:      func(o map[string]any) { set(o, map[string]any{"interval": "30s"}, "spec", "driftCheck") },
+			wantMessage: "spec.driftCheck.interval must be a duration of at least 1m",
+		},
+		{
+			name:        "drift checks without an interval",
+			sample:      binarySample,
+			mutate:      func(o map[string]any) { set(o, map[string]any{"autoRepair": true}, "spec", "driftCheck") },
+			wantMessage: "spec.driftCheck.interval: Required value",
+		},
+		{
+			name:        "drift checks of a Containerized control plane",
+			sample:      containerizedSample,
+			mutate:      func(o map[string]any) { set(o, map[string]any{"interval": "30m"}, "spec", "driftCheck") },
+			wantMessage: "spec.driftCheck covers Binary mode",
+		},
+		{
 			name:        "certificate validity Go cannot parse",
 			sample:      binarySample,
 			mutate:      func(o map[string]any) { set(o, "1y", "spec", "certificates", "validity") },

@@ -101,7 +101,7 @@ const (
 var Catalog = []Metric{
 	// Runs.
 	{Name: RunsStarted, Type: Counter, Labels: with(deploymentLabels, labelPlaybook),
-		Help: "Playbook runs started, by playbook."},
+		Help: "Playbook runs started, by playbook (a drift check's is the playbook with :check)."},
 	{Name: RunsFinished, Type: Counter, Labels: with(deploymentLabels, labelPlaybook, labelResult),
 		Help: "Playbook runs finished, by playbook and result (Succeeded, Failed, Cancelled)."},
 	{Name: RunDuration, Type: Histogram, Labels: with(deploymentLabels, labelPlaybook, labelResult),

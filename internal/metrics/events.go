@@ -73,6 +73,10 @@ func register() {
 	})
 }
 
+// CheckSuffix ends the playbook label of a drift check (install.yml:check),
+// so that checks and the runs that change hosts count apart.
+const CheckSuffix = ":check"
+
 // Run identifies a playbook run for its metrics.
 type Run struct {
 	Namespace  string

@@ -26,6 +26,11 @@ type Change struct {
 	Diff string
 	// Hidden is set when the task hides its result (no_log): only its name is known.
 	Hidden bool
+	// State is the state the task asked for, from its arguments (a
+	// service's started or restarted, a file's directory or absent);
+	// daemon-reload for a systemd task that only reloads units, enabled for
+	// one that only enables a service. Empty when the result does not say.
+	State string
 }
 
 const (
@@ -51,6 +56,7 @@ type changeDetail struct {
 	Item   string `json:"item,omitempty"`
 	Diff   string `json:"diff,omitempty"`
 	Hidden bool   `json:"hidden,omitempty"`
+	State  string `json:"state,omitempty"`
 }
 
 // changedResult holds the fields of a result that say what changed.
@@ -64,6 +70,9 @@ type changedResult struct {
 	Name       string          `json:"name"`
 	Item       json.RawMessage `json:"item"`
 	Diff       json.RawMessage `json:"diff"`
+	// ChangedPaths are the paths a module that converges many files at
+	// once (kao_files) changed: each is a change of its own.
+	ChangedPaths []string `json:"changed_paths"`
 	Invocation *struct {
 		ModuleArgs map[string]json.RawMessage `json:"module_args"`
 	} `json:"invocation"`
@@ -99,12 +108,70 @@ func changesOf(raw json.RawMessage, redact *Redactor) []changeDetail {
 			out = append(out, changeDetail{Action: action, Hidden: true})
 			continue
 		}
-		out = append(out, changeDetail{Action: action, Item: redact.Clean(itemOf(r), maxItemBytes), Diff: renderDiff(r.Diff, redact)})
+		out = append(out, detailsOf(r, &res, action, redact)...)
 	}
 	if len(res.Results) > 0 {
 		return out
 	}
-	return []changeDetail{{Action: action, Item: redact.Clean(itemOf(&res), maxItemBytes), Diff: renderDiff(res.Diff, redact)}}
+	return detailsOf(&res, nil, action, redact)
+}
+
+// detailsOf lists what one changed result (or loop item, of the task loop)
+// changed: each of its changed paths with that path's part of the diff, or
+// the result as a whole.
+func detailsOf(r, loop *changedResult, action string, redact *Redactor) []changeDetail {
+	state := stateOf(r, loop)
+	if len(r.ChangedPaths) == 0 {
+		return []changeDetail{{Action: action, Item: redact.Clean(itemOf(r), maxItemBytes), Diff: renderDiff(r.Diff, redact), State: state}}
+	}
+	var entries []json.RawMessage
+	if json.Unmarshal(r.Diff, &entries) != nil {
+		entries = nil
+	}
+	out := make([]changeDetail, 0, len(r.ChangedPaths))
+	for _, p := range r.ChangedPaths {
+		var mine []json.RawMessage
+		for _, e := range entries {
+			h := struct {
+				Before string `json:"before_header"`
+				After  string `json:"after_header"`
+			}{}
+			if json.Unmarshal(e, &h) == nil && (h.Before == p || h.After == p) {
+				mine = append(mine, e)
+			}
+		}
+		diff := ""
+		if len(mine) > 0 {
+			raw, err := json.Marshal(mine)
+			if err == nil {
+				diff = renderDiff(raw, redact)
+			}
+		}
+		out = append(out, changeDetail{Action: action, Item: redact.Clean(p, maxItemBytes), Diff: diff, State: state})
+	}
+	return out
+}
+
+// stateOf is the state a result's task asked for (see Change.State): its
+// own arguments, else those of the task whose loop it belongs to.
+func stateOf(r, loop *changedResult) string {
+	args := map[string]json.RawMessage{}
+	if loop != nil && loop.Invocation != nil {
+		args = loop.Invocation.ModuleArgs
+	}
+	if r.Invocation != nil {
+		args = r.Invocation.ModuleArgs
+	}
+	if s := rawString(args["state"]); s != "" && s != "null" {
+		return s
+	}
+	if string(args["daemon_reload"]) == "true" {
+		return "daemon-reload"
+	}
+	if string(args["enabled"]) == "true" {
+		return "enabled"
+	}
+	return ""
 }
 
 // itemOf names what a result changed: its path or name, or a loop item's.

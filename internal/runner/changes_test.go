@@ -81,8 +81,11 @@ func TestChangesAreReportedWithTheirDiffs(t *testing.T) {
 	if strings.Contains(unit.Diff, "Restart=always") && !strings.Contains(unit.Diff, " Restart=always") {
 		t.Errorf("context lines must be marked unchanged: %q", unit.Diff)
 	}
-	if mode := changes[filepath.Join(dir, "config.yaml")]; !strings.Contains(mode.Diff, "mode: 0644 -> 0600") {
-		t.Errorf("the mode change: %+v", mode)
+	if mode := changes[filepath.Join(dir, "config.yaml")]; !strings.Contains(mode.Diff, "mode: 0644 -> 0600") || mode.State != "file" {
+		t.Errorf("the mode change (with the state its task asked for): %+v", mode)
+	}
+	if unit.State != "" {
+		t.Errorf("a copy task asks for no state, the unit's change says %q", unit.State)
 	}
 	if hidden, ok := changes["hidden:Changes | Write the key without showing it"]; !ok || hidden.Item != "" || hidden.Diff != "" {
 		t.Errorf("a no_log task's change shows only its task: %+v (found %v)", hidden, ok)
@@ -147,5 +150,90 @@ func TestUnifiedDiff(t *testing.T) {
 		if got := unifiedDiff(tc.before, tc.after); got != tc.want {
 			t.Errorf("%s: got\n%q\nwant\n%q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestChangesOfManyFilesAtOnce runs kao_files, which converges many files in
+// one task, in check mode with diffs and then for real: each changed path is
+// a change of its own with its part of the diff; a file only its owner may
+// read shows its attributes, never its content; an unchanged file is not
+// listed; the check run writes nothing.
+func TestChangesOfManyFilesAtOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("kao_files sets root ownership: run the runner's tests as root, as .ci/run does")
+	}
+	dir := t.TempDir()
+	const secret = "s3cr3t-kubeconfig-0123456789"
+	if err := os.MkdirAll(filepath.Join(dir, "pki"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"unit.service":         "[Service]\nExecStart=/usr/local/bin/etcd --name=node1\n",
+		"same.conf":            "same\n",
+		"pki/admin.kubeconfig": "token: old\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roles, err := filepath.Abs(filepath.Join("..", "..", "roles"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(check bool) *Result {
+		t.Helper()
+		spec := newSpec(t, "changes_files.yml")
+		spec.RolesPath = append(spec.RolesPath, roles)
+		spec.Check, spec.Diff = check, true
+		spec.ExtraVars = map[string]any{"dir": dir, "secret_value": secret}
+		spec.Redact = [][]byte{[]byte(secret)}
+		res, err := Run(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != Succeeded {
+			t.Fatalf("outcome %s: %s\n%s", res.Outcome, res.Message, res.Log)
+		}
+		return res
+	}
+	plan := run(true)
+	t.Logf("changes of the check run: %+v", plan.Changes)
+	if got, _ := os.ReadFile(filepath.Join(dir, "unit.service")); !strings.Contains(string(got), "--name=node1\n") || strings.Contains(string(got), "quota") {
+		t.Fatalf("the check run changed unit.service:\n%s", got)
+	}
+	byPath := map[string]Change{}
+	for _, c := range plan.Changes {
+		byPath[c.Item] = c
+		if c.Task != "Changes | Install the certificates and the unit" || c.Action != "kao_files" {
+			t.Errorf("a change names its task and module: %+v", c)
+		}
+	}
+	unit := byPath[filepath.Join(dir, "unit.service")]
+	if !strings.Contains(unit.Diff, "-ExecStart=/usr/local/bin/etcd --name=node1\n+ExecStart=/usr/local/bin/etcd --name=node1 --quota-backend-bytes=8589934592") {
+		t.Errorf("the unit's change shows its content diff: %+v", unit)
+	}
+	if d := byPath[filepath.Join(dir, "pki")].Diff; !strings.Contains(d, "mode: 0700 -> 0755") {
+		t.Errorf("the directory's change shows its mode: %q", d)
+	}
+	if crt := byPath[filepath.Join(dir, "pki", "server.crt")]; !strings.Contains(crt.Diff, "+new certificate") {
+		t.Errorf("a new file others may read shows its content: %+v", crt)
+	}
+	kc := byPath[filepath.Join(dir, "pki", "admin.kubeconfig")]
+	if strings.Contains(kc.Diff, "token") || !strings.Contains(kc.Diff, "mode: 0644 -> 0600") {
+		t.Errorf("a file only its owner may read shows its attributes, not its content: %+v", kc)
+	}
+	if _, ok := byPath[filepath.Join(dir, "same.conf")]; ok || len(plan.Changes) != 4 {
+		t.Errorf("%d changes, want 4: the directory, the unit, the certificate and the kubeconfig", len(plan.Changes))
+	}
+	for _, c := range plan.Changes {
+		if strings.Contains(c.Diff, secret) {
+			t.Errorf("a diff holds the secret: %+v", c)
+		}
+	}
+	if applied := run(false); len(applied.Changes) != len(plan.Changes) {
+		t.Errorf("the real run changed %d paths, the check run listed %d", len(applied.Changes), len(plan.Changes))
+	}
+	if again := run(true); len(again.Changes) != 0 {
+		t.Errorf("a check run after the real run lists changes: %+v", again.Changes)
 	}
 }

@@ -210,7 +210,7 @@ func (t *tracker) recordResult(ts time.Time, event, host, task, role string, raw
 					continue
 				}
 				t.changes = append(t.changes, Change{Host: host, Task: t.redact.Clean(task, 256), Role: role,
-					Action: d.Action, Item: d.Item, Diff: d.Diff, Hidden: d.Hidden})
+					Action: d.Action, Item: d.Item, Diff: d.Diff, Hidden: d.Hidden, State: d.State})
 			}
 		}
 		t.log.Line(ts, status, host, task, "")

@@ -62,7 +62,10 @@ var kaoServices = map[string]string{
 //     over SSH, and status), status.version moves, the CRDs are v1.18.1's;
 //     in both runs no host's karmada-aggregated-apiserver restarts twice;
 //  4. asking for v1.17.1 again is refused with a condition and a Warning
-//     Event, and nothing runs.
+//     Event, and nothing runs;
+//  5. back on v1.18.1 with drift checks every minute and autoRepair, a
+//     unit edited, a service stopped and a certificate changed by hand are
+//     found, exactly those, and repaired (drift_test.go).
 //
 // From before step 2 to the end of step 3 a prober sends, every 250 ms,
 // requests through the deployment's endpoint (node1's karmada-apiserver,
@@ -252,6 +255,10 @@ func TestBinaryUpgrade(t *testing.T) {
 	if !warned {
 		t.Error("no DowngradeRefused Warning Event")
 	}
+
+	// 5. Back to the version that runs, with drift checks: what is changed
+	// by hand is found and repaired (drift_test.go).
+	t.Run("Drift check and repair", func(t *testing.T) { driftCheckAndRepair(t, dc, kd, upgradeTo) })
 	t.Logf("TestBinaryUpgrade took %s", time.Since(testStart).Round(time.Second))
 }
 

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -156,6 +158,10 @@ type scope struct {
 	upgrade *upgradePlan
 	// failedBefore is status.retry.lastFailureTime as the reconcile found it.
 	failedBefore time.Time
+	// check makes the run starting now a drift check (check mode).
+	check bool
+	// repair is set when the run starting now repairs the drift status.drift lists.
+	repair bool
 }
 
 // lastFailure is when the deployment's last failed attempt was recorded.
@@ -233,6 +239,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		}
 		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
+	if decision.check {
+		// A drift check follows a successful run of this generation with
+		// nothing else due: install.yml in check mode compares every host
+		// with what that run left.
+		s.check = true
+		ctrl.LoggerFrom(ctx).Info("Starting a drift check", "reason", decision.reason)
+		return r.startRun(ctx, s, pipeline.InstallPlaybook)
+	}
 	playbook, plan, err := r.decidePlaybook(ctx, kd)
 	if err != nil {
 		return r.recordNotStarted(ctx, kd, err, now)
@@ -249,6 +263,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	case userRolesTrigger:
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "UserRolesChanged", "Run",
 			"The files of spec.addons.userRoles changed: running the install with them")
+	case driftRepairTrigger:
+		s.repair = true
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "DriftRepairing", "Run",
+			"Repairing drift: %s", decision.reason)
 	}
 	return r.startRun(ctx, s, playbook)
 }
@@ -261,13 +279,27 @@ func (r *Reconciler) cacheIsBehind(kd *kaov1.KarmadaDeployment) bool {
 	if id == "" {
 		return false
 	}
-	return kd.Status.Progress != nil && kd.Status.Progress.RunID == id ||
-		kd.Status.LastRun == nil || kd.Status.LastRun.ID < id
+	if kd.Status.Progress != nil && kd.Status.Progress.RunID == id {
+		return true
+	}
+	// A run's end is in status.lastRun, a drift check's in status.drift.
+	recorded := kd.Status.LastRun != nil && kd.Status.LastRun.ID >= id ||
+		kd.Status.Drift != nil && kd.Status.Drift.RunID >= id
+	return !recorded
 }
 
 // recordInterruptedRun closes a run that a previous operator process started
-// and never finished: it is recorded as cancelled and runs again at once.
+// and never finished: it is recorded as cancelled and runs again at once. An
+// interrupted drift check changed nothing: it is recorded as a check that
+// did not finish, and the next one comes an interval later.
 func (r *Reconciler) recordInterruptedRun(ctx context.Context, kd *kaov1.KarmadaDeployment, p *kaov1.RunProgress, now time.Time) {
+	if p.Check {
+		ctrl.LoggerFrom(ctx).Info("Recording an interrupted drift check", "run", p.RunID)
+		kd.Status.Progress = nil
+		recordDriftCheck(kd, kd, &runner.Result{ID: p.RunID, Outcome: runner.Cancelled,
+			Message: "the operator stopped during the check"}, now)
+		return
+	}
 	msg := fmt.Sprintf("the operator stopped during run %s of %s (%d/%d tasks); kao runs it again",
 		p.RunID, p.Playbook, p.TasksDone, p.TasksTotal)
 	ctrl.LoggerFrom(ctx).Info("Recording an interrupted run", "run", p.RunID)
@@ -323,6 +355,10 @@ func (r *Reconciler) prepareRun(ctx context.Context, s *scope, playbook, runID, 
 		}
 	}
 	switch {
+	case s.check:
+		// A check issues nothing: it runs with the certificates the last run
+		// deployed (nothing is due, or a renewal run would come first).
+		in.PKI, err = r.inputs().ReadPKI(ctx, kd)
 	case playbook == pipeline.InstallPlaybook || playbook == pipeline.MembersPlaybook || playbook == pipeline.UpgradePlaybook:
 		// A members run needs the certificates of new Pull members' agents;
 		// choosePlaybook runs install.yml whenever another one is due.
@@ -365,13 +401,23 @@ func (r *Reconciler) startRun(ctx context.Context, s *scope, playbook string) (c
 		return r.recordNotStarted(ctx, kd, err, now)
 	}
 	spec, extras := p.spec, p.extras
+	spec.Check, spec.Diff = s.check, s.check
+	extras.check = s.check
 	// A generated playbook is written when the run starts: estimate with
 	// kao's own until then.
 	total, _ := runner.EstimateResults(filepath.Join(r.PlaybookDir, playbook), spec.RolesPath, spec.Groups)
 	kd.Status.Progress = pipeline.ProgressStatus(runID, playbook, now, runner.Progress{TasksTotal: total}, now)
-	setRunningCondition(kd, runID, playbook)
+	kd.Status.Progress.Check = s.check
+	if !s.check {
+		// PlaybookSucceeded is about runs that change hosts; a check is in
+		// status.progress and, once it ends, in status.drift.
+		setRunningCondition(kd, runID, playbook)
+	}
 	if s.upgrade != nil {
 		kd.Status.Upgrade = s.upgrade.status(runID, kd.Generation, now)
+	}
+	if s.repair && kd.Status.Drift != nil {
+		kd.Status.Drift.RepairRunID = runID
 	}
 	// The run's own status writes start only after this one landed.
 	if err := r.patchStatus(ctx, s); err != nil {
@@ -387,6 +433,11 @@ func (r *Reconciler) startRun(ctx context.Context, s *scope, playbook string) (c
 		r.executeRun(runCtx, snapshot, spec, now, extras)
 	}); err != nil {
 		return ctrl.Result{RequeueAfter: pipeline.StaleCacheRequeueAfter}, nil
+	}
+	if s.check {
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "DriftCheckStarted", "CheckDrift",
+			"Started drift check %s: %s in check mode, which changes nothing", runID, playbook)
+		return ctrl.Result{}, nil
 	}
 	r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookStarted", "Run",
 		"Started run %s of %s for generation %d", runID, playbook, kd.Generation)
@@ -417,6 +468,8 @@ type runExtras struct {
 	// agents are the Pull members the run delivered a karmada-agent
 	// certificate to, with that certificate's expiry.
 	agents map[string]metav1.Time
+	// check marks a drift check, which records status.drift instead.
+	check bool
 }
 
 // Keys of a run's meta data, which a run elsewhere keeps for the operator
@@ -426,6 +479,7 @@ const (
 	metaAgents          = "agents"
 	metaGeneration      = "generation"
 	metaSpec            = "spec"
+	metaCheck           = "check"
 )
 
 // meta is what a run elsewhere keeps of the extras.
@@ -438,6 +492,9 @@ func (e runExtras) meta() map[string]string {
 		if b, err := json.Marshal(e.agents); err == nil {
 			m[metaAgents] = string(b)
 		}
+	}
+	if e.check {
+		m[metaCheck] = "true"
 	}
 	return m
 }
@@ -473,7 +530,7 @@ func ranFromMeta(kd *kaov1.KarmadaDeployment, m map[string]string) (*kaov1.Karma
 
 // extrasFromMeta reads the extras back from a run's meta data.
 func extrasFromMeta(m map[string]string) (runExtras, error) {
-	e := runExtras{userRolesDigest: m[metaUserRolesDigest]}
+	e := runExtras{userRolesDigest: m[metaUserRolesDigest], check: m[metaCheck] == "true"}
 	if raw := m[metaAgents]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &e.agents); err != nil {
 			return e, fmt.Errorf("reading the run's Pull agents: %w", err)
@@ -513,7 +570,7 @@ func (r *Reconciler) reattach(ctx context.Context, kd *kaov1.KarmadaDeployment, 
 		return false, err
 	}
 	spec := runner.Spec{ID: p.RunID, Dir: filepath.Join(pipeline.RunsDir(r.StateDir, kd.UID), p.RunID),
-		Playbook: filepath.Join(r.PlaybookDir, p.Playbook), Attach: true}
+		Playbook: filepath.Join(r.PlaybookDir, p.Playbook), Attach: true, Check: extras.check, Diff: extras.check}
 	run := &pipeline.ActiveRun{ID: p.RunID, Playbook: p.Playbook, Generation: ran.Generation, Attached: true}
 	snapshot := ran
 	if err := r.runs.Begin(kd, run, func(runCtx context.Context) {
@@ -583,6 +640,9 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 		run = r.withUpgradeBackup(kd, base, &backupFailed)
 	}
 	who := metrics.Run{Namespace: kd.Namespace, Deployment: kd.Name, Playbook: playbook}
+	if extras.check {
+		who.Playbook = playbook + metrics.CheckSuffix
+	}
 	res := pipeline.RunWithProgress(ctx, run, r.Clock, spec, start, who, status.ReportProgress(ctx, kd, spec, start, r.Clock, log))
 	if res.Outcome == runner.Detached {
 		// The operator stops and the run goes on in its Job: status keeps
@@ -595,6 +655,10 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
 	finalCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if extras.check {
+		r.endDriftCheck(finalCtx, log, kd, spec, res)
+		return
+	}
 	logName := r.Logs(r.Client, r.APIReader).KeepRunLog(finalCtx, log, kd, spec.ID, res.Log)
 	// A successful run may have renewed or rotated the admin certificate:
 	// the exported kubeconfig follows at once, not at the next probe (a
@@ -637,6 +701,7 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 			if playbook == pipeline.InstallPlaybook || playbook == pipeline.UpgradePlaybook {
 				cur.Status.Version = kd.Spec.Version
 				cur.Status.UserRolesDigest = extras.userRolesDigest
+				recordConverged(cur, spec.ID)
 			}
 			recordAgentsDelivered(cur, extras.agents)
 			recordApplied(&cur.Status, &kd.Spec, playbook)
@@ -664,13 +729,51 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, "PlaybookFailed", "Run", "Run %s of %s failed: %s", spec.ID, playbook, res.Message)
 	}
 	r.runs.End(kd)
-	// A run cancelled because its deployment went counted its end after
-	// the deployment's series were dropped: drop them again.
-	if res.Outcome == runner.Cancelled {
-		if err := r.APIReader.Get(finalCtx, client.ObjectKeyFromObject(kd), &kaov1.KarmadaDeployment{}); apierrors.IsNotFound(err) {
-			metrics.ForgetDeployment(kd.Namespace, kd.Name)
-		}
+	r.forgetIfGone(finalCtx, kd, res)
+}
+
+// forgetIfGone drops the series of a deployment whose run was cancelled
+// because the deployment went: the run counted its end after they were
+// dropped.
+func (r *Reconciler) forgetIfGone(ctx context.Context, kd *kaov1.KarmadaDeployment, res *runner.Result) {
+	if res.Outcome != runner.Cancelled {
+		return
 	}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(kd), &kaov1.KarmadaDeployment{}); apierrors.IsNotFound(err) {
+		metrics.ForgetDeployment(kd.Namespace, kd.Name)
+	}
+}
+
+// endDriftCheck records a drift check's end: status.drift, InSync and an
+// Event; nothing about runs (status.lastRun, the retry, what was applied).
+func (r *Reconciler) endDriftCheck(ctx context.Context, log logr.Logger, kd *kaov1.KarmadaDeployment, spec runner.Spec, res *runner.Result) {
+	logName := ""
+	if inSync(res) {
+		// Nothing to look at: the check leaves neither a log nor its directory.
+		if err := os.RemoveAll(spec.Dir); err != nil {
+			log.Error(err, "Removing the drift check's directory")
+		}
+	} else {
+		logName = r.Logs(r.Client, r.APIReader).KeepRunLog(ctx, log, kd, spec.ID, res.Log)
+	}
+	var drift *kaov1.DriftStatus
+	err := r.statusWriter().Update(ctx, kd, func(cur *kaov1.KarmadaDeployment) {
+		cur.Status.Progress = nil
+		recordDriftCheck(cur, kd, res, r.Clock.Now())
+		cur.Status.Drift.LogConfigMapName = logName
+		cur.Status.Phase = phaseFor(cur, false)
+		drift = cur.Status.Drift
+	})
+	if err != nil {
+		log.Error(err, "Recording the drift check's result")
+	}
+	if drift != nil && res.Outcome != runner.Cancelled {
+		// A check cancelled (the deployment deleted, the operator stopping)
+		// says nothing worth a Warning.
+		r.driftEvent(kd, drift)
+	}
+	r.runs.End(kd)
+	r.forgetIfGone(ctx, kd, res)
 }
 
 // statusWriter writes deployments' status.

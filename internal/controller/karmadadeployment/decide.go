@@ -25,6 +25,14 @@ const (
 
 	// userRolesTrigger: the files of spec.addons.userRoles changed.
 	userRolesTrigger
+
+	// driftCheckTrigger: spec.driftCheck's interval has passed; the run is
+	// a check that changes nothing.
+	driftCheckTrigger
+
+	// driftRepairTrigger: the last drift check found drift and
+	// spec.driftCheck.autoRepair is set.
+	driftRepairTrigger
 )
 
 // runDecision says whether a deployment without a run in progress needs one.
@@ -34,9 +42,11 @@ type runDecision struct {
 	// wait is how long until a failed run may be retried; zero when run is set
 	// or nothing is due.
 	wait time.Duration
-	// recheck is how long until a certificate renewal is due, when nothing
-	// else is; zero when none is scheduled.
+	// recheck is how long until a certificate renewal or a drift check is
+	// due, when nothing else is; zero when none is scheduled.
 	recheck time.Duration
+	// check makes the run a drift check: check mode, nothing changes.
+	check bool
 	// trigger says what asked for a run of an unchanged spec.
 	trigger runTrigger
 	// reason says why, for logs.
@@ -82,8 +92,15 @@ func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest strin
 			return runDecision{run: true, trigger: userRolesTrigger, reason: "the files of spec.addons.userRoles changed"}
 		}
 		d := runDecision{reason: "the last run of this generation succeeded"}
+		if drift := decideDrift(kd, now); drift.run {
+			return drift
+		} else if drift.recheck > 0 {
+			d.recheck = drift.recheck
+		}
 		if !at.IsZero() {
-			d.recheck = renewalWait(at, now)
+			if wait := renewalWait(at, now); d.recheck == 0 || wait < d.recheck {
+				d.recheck = wait
+			}
 		}
 		return d
 	}
@@ -100,6 +117,47 @@ func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest strin
 		return runDecision{run: true, reason: fmt.Sprintf("spec changed (generation %d, last run applied %d)", kd.Generation, last.Generation)}
 	}
 	return runDecision{run: true, reason: "the last run did not finish"}
+}
+
+// decideDrift decides, for a deployment whose last run of its generation
+// succeeded and that nothing else asks to run, whether a drift check or the
+// repair of drift found is due (spec.driftCheck; Binary mode). A check is
+// due an interval after the later of the last check and the last successful
+// run; a repair once per check that found drift, and only when no
+// successful run came after that check.
+func decideDrift(kd *kaov1.KarmadaDeployment, now time.Time) runDecision {
+	dc := kd.Spec.DriftCheck
+	if dc == nil || kd.Spec.Mode != kaov1.BinaryMode {
+		return runDecision{}
+	}
+	var lastRun time.Time
+	if t := kd.Status.LastSuccessfulRunTime; t != nil {
+		lastRun = t.Time
+	}
+	drift := kd.Status.Drift
+	if drift != nil && drift.Result == kaov1.DriftDrifted && dc.AutoRepair && drift.RepairRunID == "" &&
+		drift.Generation == kd.Generation && drift.CheckTime.After(lastRun) {
+		return runDecision{run: true, trigger: driftRepairTrigger,
+			reason: fmt.Sprintf("drift check %s found %s; spec.driftCheck.autoRepair is set", drift.RunID, driftCount(drift))}
+	}
+	since := lastRun
+	if drift != nil && drift.CheckTime.After(since) {
+		since = drift.CheckTime.Time
+	}
+	if wait := since.Add(dc.Interval.Duration).Sub(now); wait > 0 {
+		return runDecision{recheck: wait}
+	}
+	return runDecision{run: true, check: true, trigger: driftCheckTrigger,
+		reason: fmt.Sprintf("spec.driftCheck.interval (%s) has passed since %s", dc.Interval.Duration, since.UTC().Format(time.RFC3339))}
+}
+
+// driftCount says how many items a check found, for messages.
+func driftCount(d *kaov1.DriftStatus) string {
+	n := len(d.Items) + int(d.ItemsDropped)
+	if n == 1 {
+		return "1 drifted item"
+	}
+	return fmt.Sprintf("%d drifted items", n)
 }
 
 // choosePlaybook picks the playbook of a run decideRun asked for. When the
@@ -193,6 +251,9 @@ func nextRetry(prev *kaov1.RetryStatus, generation int64, now time.Time) *kaov1.
 
 // phaseFor summarises a deployment in one word for people.
 func phaseFor(kd *kaov1.KarmadaDeployment, running bool) kaov1.Phase {
+	if p := kd.Status.Progress; p != nil && p.Check {
+		running = false // a drift check changes nothing: the phase is the last run's
+	}
 	switch {
 	case !kd.DeletionTimestamp.IsZero():
 		return kaov1.DeletingPhase

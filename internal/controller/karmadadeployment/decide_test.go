@@ -90,3 +90,85 @@ func TestRecordAppliedFollowsThePlaybook(t *testing.T) {
 func addMember(s *kaov1.KarmadaDeploymentSpec) {
 	s.Members = append(s.Members, kaov1.MemberSpec{Name: "b", SyncMode: kaov1.PushSyncMode})
 }
+
+// TestDriftChecksComeAnIntervalAfterTheLastCheckOrRun: decideRun starts a
+// drift check once spec.driftCheck.interval has passed since the later of
+// the last successful run and the last check, never while anything else is
+// due or for Containerized mode; autoRepair runs the install once per check
+// that found drift.
+func TestDriftChecksComeAnIntervalAfterTheLastCheckOrRun(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) metav1.Time { return metav1.NewTime(now.Add(-d)) }
+	at := func(d time.Duration) *metav1.Time { t := ago(d); return &t }
+	deployment := func(change func(*kaov1.KarmadaDeployment)) *kaov1.KarmadaDeployment {
+		kd := &kaov1.KarmadaDeployment{
+			ObjectMeta: metav1.ObjectMeta{Generation: 3},
+			Spec: kaov1.KarmadaDeploymentSpec{Mode: kaov1.BinaryMode, Version: "v1.18.1",
+				DriftCheck: &kaov1.DriftCheckSpec{Interval: metav1.Duration{Duration: 30 * time.Minute}}},
+			Status: kaov1.KarmadaDeploymentStatus{
+				LastRun:               &kaov1.RunStatus{ID: "r1", Generation: 3, Result: kaov1.RunSucceeded},
+				LastSuccessfulRunTime: at(40 * time.Minute),
+			},
+		}
+		change(kd)
+		return kd
+	}
+	drifted := func(checked time.Duration) *kaov1.DriftStatus {
+		return &kaov1.DriftStatus{RunID: "c1", Generation: 3, CheckTime: ago(checked), Result: kaov1.DriftDrifted,
+			Items: []kaov1.DriftItem{{Host: "node1", Kind: kaov1.DriftService, Task: "start", Item: "karmada-scheduler.service"}}}
+	}
+	for _, tc := range []struct {
+		name          string
+		change        func(*kaov1.KarmadaDeployment)
+		run, check    bool
+		trigger       runTrigger
+		recheckAtMost time.Duration
+	}{
+		{name: "off", change: func(kd *kaov1.KarmadaDeployment) { kd.Spec.DriftCheck = nil }},
+		{name: "an interval after the last run", change: func(*kaov1.KarmadaDeployment) {}, run: true, check: true, trigger: driftCheckTrigger},
+		{name: "not yet: the run was 10m ago", change: func(kd *kaov1.KarmadaDeployment) { kd.Status.LastSuccessfulRunTime = at(10 * time.Minute) },
+			recheckAtMost: 20 * time.Minute},
+		{name: "not yet: the last check was 5m ago", change: func(kd *kaov1.KarmadaDeployment) {
+			kd.Status.Drift = &kaov1.DriftStatus{RunID: "c1", Generation: 3, CheckTime: ago(5 * time.Minute), Result: kaov1.DriftInSync}
+		}, recheckAtMost: 25 * time.Minute},
+		{name: "a failed check waits an interval too", change: func(kd *kaov1.KarmadaDeployment) {
+			kd.Status.Drift = &kaov1.DriftStatus{RunID: "c1", Generation: 3, CheckTime: ago(time.Minute), Result: kaov1.DriftCheckFailed}
+		}, recheckAtMost: 29 * time.Minute},
+		{name: "drift found, no autoRepair: the next check an interval later", change: func(kd *kaov1.KarmadaDeployment) {
+			kd.Status.Drift = drifted(time.Minute)
+		}, recheckAtMost: 29 * time.Minute},
+		{name: "drift found with autoRepair: a repair run", change: func(kd *kaov1.KarmadaDeployment) {
+			kd.Status.Drift = drifted(time.Minute)
+			kd.Spec.DriftCheck.AutoRepair = true
+		}, run: true, trigger: driftRepairTrigger},
+		{name: "the repair started already", change: func(kd *kaov1.KarmadaDeployment) {
+			kd.Status.Drift = drifted(time.Minute)
+			kd.Status.Drift.RepairRunID = "r2"
+			kd.Spec.DriftCheck.AutoRepair = true
+		}, recheckAtMost: 29 * time.Minute},
+		{name: "a run succeeded after the check: nothing to repair", change: func(kd *kaov1.KarmadaDeployment) {
+			kd.Status.Drift = drifted(10 * time.Minute)
+			kd.Status.LastSuccessfulRunTime = at(2 * time.Minute)
+			kd.Spec.DriftCheck.AutoRepair = true
+		}, recheckAtMost: 28 * time.Minute},
+		{name: "a certificate due first", change: func(kd *kaov1.KarmadaDeployment) {
+			kd.Status.CertificateRenewal = &kaov1.CertificateRenewalStatus{NextRenewalTime: at(time.Second)}
+		}, run: true, trigger: renewalTrigger},
+		{name: "the spec changed: a run, not a check", change: func(kd *kaov1.KarmadaDeployment) { kd.Generation = 4 }, run: true},
+		{name: "the last run failed: its retry, not a check", change: func(kd *kaov1.KarmadaDeployment) {
+			kd.Status.LastRun.Result = kaov1.RunFailed
+			kd.Status.Retry = &kaov1.RetryStatus{Failures: 1, Generation: 3, NextRetryTime: at(-time.Minute)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kd := deployment(tc.change)
+			d := decideRun(kd, now, "")
+			if d.run != tc.run || d.check != tc.check || d.trigger != tc.trigger {
+				t.Fatalf("decideRun = %+v, want run %v, check %v, trigger %v", d, tc.run, tc.check, tc.trigger)
+			}
+			if tc.recheckAtMost > 0 && (d.recheck <= 0 || d.recheck > tc.recheckAtMost) {
+				t.Errorf("recheck in %s, want within %s", d.recheck, tc.recheckAtMost)
+			}
+		})
+	}
+}

@@ -138,7 +138,9 @@ func (w StatusWriter[T]) ReportProgress(ctx context.Context, obj client.Object, 
 	return func(p runner.Progress) {
 		err := w.Update(ctx, obj, func(cur T) {
 			if progress := w.Progress(cur); *progress != nil && (*progress).RunID == spec.ID {
-				*progress = ProgressStatus(spec.ID, playbook, start, p, clk.Now())
+				next := ProgressStatus(spec.ID, playbook, start, p, clk.Now())
+				next.Check = spec.Check
+				*progress = next
 			}
 		})
 		if err != nil && ctx.Err() == nil {

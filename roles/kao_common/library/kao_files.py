@@ -21,6 +21,8 @@ description:
   - Every new content is staged and verified before any file is replaced, so a refused unit leaves all
     the files of the call as they were.
   - Unchanged files are not touched, so a second run reports no change.
+  - Supports check mode, and diff mode: each changed file's entry names its path; the content of a
+    file that only its owner may read (a key, a kubeconfig) is never shown, nor that of a large one.
 options:
   directories:
     description: Directories to create or fix, in order.
@@ -66,9 +68,16 @@ changed_tags:
   description: Sorted tags of the changed directories and files.
   type: list
   returned: always
+diff:
+  description: >-
+    In diff mode, one entry per changed path, its headers the path: the content before and after for a
+    text file others may read, else the mode and owner before and after.
+  type: list
+  returned: when diff mode is on
 """
 
 import atexit
+import difflib
 import grp
 import os
 import pwd
@@ -124,6 +133,62 @@ def _converge_dir(module, spec):
         os.chown(path, uid, gid)
         os.chmod(path, mode)
     return True
+
+
+# Contents larger than this are not shown in a diff.
+_MAX_DIFF_BYTES = 64 * 1024
+
+
+def _attributes(st):
+    """The mode and owner of a file or directory, as a diff shows them."""
+    if st is None:
+        return {"state": "absent"}
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return {"mode": "%04o" % stat.S_IMODE(st.st_mode), "owner": owner, "group": group}
+
+
+def _diff_entry(spec, mode, st, want):
+    """The diff entry of a changed file: its content when others may read it
+    (never a key's, which only its owner may read) and it is small text, else
+    its attributes."""
+    path = spec["path"]
+    entry = {"before_header": path, "after_header": path}
+    shown = mode & 0o044 and len(want) <= _MAX_DIFF_BYTES
+    before = b""
+    if shown and st is not None:
+        if st.st_size > _MAX_DIFF_BYTES or stat.S_IMODE(st.st_mode) & 0o044 == 0:
+            shown = False
+        else:
+            with open(path, "rb") as f:
+                before = f.read()
+    if shown:
+        try:
+            # The module prepares the diff itself: the content argument is
+            # no_log (it may be a key), and Ansible masks its value wherever
+            # it appears whole in the result; the lines of a diff do not.
+            lines = difflib.unified_diff(before.decode("utf-8").splitlines(True), want.decode("utf-8").splitlines(True), n=1)
+            entry["prepared"] = "".join(line for line in lines if not line.startswith(("---", "+++"))).rstrip("\n")
+            return entry
+        except UnicodeDecodeError:
+            pass
+    entry["before"] = _attributes(st)
+    entry["after"] = {"mode": "%04o" % mode, "owner": spec["owner"], "group": spec["group"]}
+    if st is not None and stat.S_ISREG(st.st_mode):
+        entry["before"]["content"] = "differs" if st.st_size != len(want) or not _same(path, want) else "same"
+        entry["after"]["content"] = "as requested"
+    return entry
+
+
+def _same(path, want):
+    with open(path, "rb") as f:
+        return f.read() == want
 
 
 def _verify_unit(module, path, tmp):
@@ -245,12 +310,21 @@ def main():
         seen.add(spec["path"])
 
     changed_paths = []
+    diffs = []
     tags = set()
     try:
         for spec in module.params["directories"]:
+            try:
+                before = os.lstat(spec["path"])
+            except FileNotFoundError:
+                before = None
             if _converge_dir(module, spec):
                 changed_paths.append(spec["path"])
                 tags.update(spec["tags"])
+                if module._diff:
+                    diffs.append({"before_header": spec["path"], "after_header": spec["path"],
+                                  "before": _attributes(before),
+                                  "after": {"mode": spec["mode"], "owner": spec["owner"], "group": spec["group"]}})
         # Stage and verify every new content before replacing any file: a
         # refused unit leaves all of them as they were, so that nothing
         # changes on the host without the handlers that go with it.
@@ -258,6 +332,13 @@ def main():
         for spec, plan in plans:
             if plan is None:
                 continue
+            if module._diff:
+                try:
+                    st = os.lstat(spec["path"])
+                except FileNotFoundError:
+                    st = None
+                want = to_bytes(spec["content"], errors="surrogate_or_strict")
+                diffs.append(_diff_entry(spec, _mode(module, spec["mode"], spec["path"]), st, want))
             if not module.check_mode:
                 if plan[0] == "write":
                     os.rename(plan[1], spec["path"])
@@ -272,7 +353,10 @@ def main():
         # The error names a path and an errno, never file content.
         module.fail_json(msg="writing files failed: %s" % to_native(e), changed_paths=changed_paths)
 
-    module.exit_json(changed=bool(changed_paths), changed_paths=changed_paths, changed_tags=sorted(tags))
+    result = dict(changed=bool(changed_paths), changed_paths=changed_paths, changed_tags=sorted(tags))
+    if module._diff:
+        result["diff"] = diffs
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,128 @@
+// Package drift tells, from what a check-mode run of the install playbook
+// would change, what drifted on the hosts since the last run: the changes
+// made outside kao, classified (a unit, a file, a certificate, a binary, a
+// service), without the restarts and reloads a run would
+// make because of them.
+package drift
+
+import (
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/runner"
+)
+
+// MaxItems is how many drifted items status.drift lists; the API bounds
+// the list at this length.
+const MaxItems = 100
+
+// Items turns what a check run would change into drift items: the
+// changes made outside kao (a unit, a file, a certificate, a binary, a
+// stopped or disabled service), without the reloads
+// and restarts a run would make because of them. The second value counts
+// the items beyond MaxItems, with the changes the run itself dropped.
+func Items(changes []runner.Change, dropped int) ([]kaov1.DriftItem, int32) {
+	items := []kaov1.DriftItem{}
+	seen := map[string]bool{}
+	extra := dropped
+	for _, c := range changes {
+		item, ok := item(c)
+		if !ok {
+			continue
+		}
+		// A path two roles install, or a task a role runs twice, is one item;
+		// changes that name nothing stay apart by task.
+		key := item.Host + "\x00" + string(item.Kind) + "\x00" + item.Item
+		if item.Item == "" {
+			key += "\x00" + item.Task
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if len(items) == MaxItems {
+			extra++
+			continue
+		}
+		items = append(items, item)
+	}
+	return items, int32(extra) //nolint:gosec // bounded by the run's changes
+}
+
+// item classifies one change; false for a consequence of another
+// change (a restart, a daemon-reload) rather than drift of its own.
+func item(c runner.Change) (kaov1.DriftItem, bool) {
+	item := kaov1.DriftItem{Host: c.Host, Task: truncate(c.Task, 256), Item: c.Item, Diff: c.Diff}
+	module := path.Ext("." + c.Action)[1:] // ansible.builtin.systemd -> systemd
+	lowerTask := strings.ToLower(c.Task)
+	switch {
+	case module == "systemd" || module == "systemd_service" || module == "service":
+		switch c.State {
+		case "restarted", "reloaded", "daemon-reload":
+			return item, false
+		}
+		item.Kind = kaov1.DriftService
+		if item.Item == "" {
+			item.Item = "(unnamed service)"
+		}
+		item.Diff = serviceDrift(c.State)
+	case c.Hidden:
+		item.Kind = kaov1.DriftOther
+		if strings.Contains(lowerTask, "key") || strings.Contains(lowerTask, "certificate") {
+			item.Kind = kaov1.DriftCertificate
+		}
+		item.Diff = ""
+	default:
+		item.Kind = fileKind(c.Item)
+		if item.Kind == kaov1.DriftCertificate || item.Kind == kaov1.DriftBinary {
+			// A certificate's text says nothing a person can compare, and a
+			// program's bytes are not text.
+			item.Diff = ""
+		}
+	}
+	return item, true
+}
+
+// fileKind classifies a changed path.
+func fileKind(p string) kaov1.DriftKind {
+	base := path.Base(p)
+	switch {
+	case p == "":
+		return kaov1.DriftOther
+	case strings.HasSuffix(base, ".service") || strings.Contains(p, "/systemd/system/"):
+		return kaov1.DriftUnit
+	case strings.HasSuffix(base, ".crt") || strings.HasSuffix(base, ".key") || strings.HasSuffix(base, ".pem"):
+		return kaov1.DriftCertificate
+	case strings.Contains(p, "/bin/"):
+		return kaov1.DriftBinary
+	case strings.HasPrefix(p, "/"):
+		return kaov1.DriftFile
+	}
+	return kaov1.DriftOther
+}
+
+// serviceDrift says what a run would do to a service it starts or enables.
+func serviceDrift(state string) string {
+	switch state {
+	case "started":
+		return "stopped or not enabled: a run starts and enables it"
+	case "stopped":
+		return "running: a run stops it"
+	case "enabled":
+		return "not enabled: a run enables it"
+	}
+	return ""
+}
+
+// truncate shortens s to at most n bytes without splitting a character.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
