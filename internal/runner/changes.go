@@ -61,19 +61,19 @@ type changeDetail struct {
 
 // changedResult holds the fields of a result that say what changed.
 type changedResult struct {
-	Action     string          `json:"action"`
-	Changed    bool            `json:"changed"`
-	NoLog      bool            `json:"_ansible_no_log"`
-	Censored   string          `json:"censored"`
-	Dest       string          `json:"dest"`
-	Path       string          `json:"path"`
-	Name       string          `json:"name"`
-	Item       json.RawMessage `json:"item"`
-	Diff       json.RawMessage `json:"diff"`
+	Action   string          `json:"action"`
+	Changed  bool            `json:"changed"`
+	NoLog    bool            `json:"_ansible_no_log"`
+	Censored string          `json:"censored"`
+	Dest     string          `json:"dest"`
+	Path     string          `json:"path"`
+	Name     string          `json:"name"`
+	Item     json.RawMessage `json:"item"`
+	Diff     json.RawMessage `json:"diff"`
 	// ChangedPaths are the paths a module that converges many files at
 	// once (kao_files) changed: each is a change of its own.
 	ChangedPaths []string `json:"changed_paths"`
-	Invocation *struct {
+	Invocation   *struct {
 		ModuleArgs map[string]json.RawMessage `json:"module_args"`
 	} `json:"invocation"`
 	Results []changedResult `json:"results"`
