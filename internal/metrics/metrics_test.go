@@ -168,6 +168,30 @@ kao_members_ready{deployment="karmada",namespace="dc1"} 1
 	}
 }
 
+// TestADriftCheckRunsApart: a drift check in progress is the playbook with
+// :check in kao_deployment_run_in_progress, apart from runs that change hosts.
+func TestADriftCheckRunsApart(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := kaov1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	kd := &kaov1.KarmadaDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "dc1", Name: "checked", UID: "u1", Generation: 1},
+		Spec:       kaov1.KarmadaDeploymentSpec{Mode: kaov1.BinaryMode},
+		Status:     kaov1.KarmadaDeploymentStatus{Progress: &kaov1.RunProgress{Playbook: "install.yml", Check: true}},
+	}
+	c := newStateCollector()
+	c.sources[&source{reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(kd).Build()}] = struct{}{}
+	want := `
+# HELP kao_deployment_run_in_progress 1 while a playbook run is in progress (status.progress).
+# TYPE kao_deployment_run_in_progress gauge
+kao_deployment_run_in_progress{deployment="checked",namespace="dc1",playbook="install.yml:check"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "kao_deployment_run_in_progress"); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestStateNeedsALeader checks that a collector without a source (no
 // manager leads in this process) exports no state at all.
 func TestStateNeedsALeader(t *testing.T) {

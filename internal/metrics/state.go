@@ -165,7 +165,11 @@ func (e emitter) deployment(kd *kaov1.KarmadaDeployment) {
 	e.gauge(DeploymentFails, failures, ns, name)
 	e.timestamp(DeploymentSuccess, st.LastSuccessfulRunTime, ns, name)
 	if st.Progress != nil {
-		e.gauge(DeploymentRunning, 1, ns, name, st.Progress.Playbook)
+		playbook := st.Progress.Playbook
+		if st.Progress.Check {
+			playbook += CheckSuffix
+		}
+		e.gauge(DeploymentRunning, 1, ns, name, playbook)
 	}
 	for _, c := range st.Components {
 		e.gauge(ComponentReady, boolValue(c.Ready), ns, name, c.Name)
