@@ -23,6 +23,21 @@ import (
 // good as down for a control plane.
 const etcdTimeout = 3 * time.Second
 
+// forwardedEtcdTimeout bounds the answer of a member reached over a dialer
+// (a port-forward to a Containerized member's pod): the connection first
+// opens a stream through the host cluster's API server and the pod's
+// kubelet, which on a loaded host cluster takes seconds of its own before
+// etcd sees a byte.
+const forwardedEtcdTimeout = 10 * time.Second
+
+// timeoutFor is how long a member reached over via has to answer.
+func timeoutFor(via Dialer) time.Duration {
+	if via != nil {
+		return forwardedEtcdTimeout
+	}
+	return etcdTimeout
+}
+
 // EtcdMember is one member as a probe saw it.
 type EtcdMember struct {
 	// Name is the member's name (the host name in Binary mode).
@@ -209,7 +224,7 @@ func addClusterMembers(ctx context.Context, probed []EtcdMember, leaders []uint6
 
 // memberList reads the cluster's member list from one member.
 func memberList(ctx context.Context, endpoint string, tlsConfig *tls.Config, via Dialer) ([]*etcdserverpb.Member, error) {
-	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeoutFor(via))
 	defer cancel()
 	cli, err := dial(ctx, endpoint, tlsConfig, via)
 	if err != nil {
@@ -227,7 +242,7 @@ func memberList(ctx context.Context, endpoint string, tlsConfig *tls.Config, via
 func dial(ctx context.Context, endpoint string, tlsConfig *tls.Config, via Dialer) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:   []string{endpoint},
-		DialTimeout: etcdTimeout,
+		DialTimeout: timeoutFor(via),
 		TLS:         tlsConfig,
 		Logger:      zap.NewNop(),
 		Context:     ctx,
@@ -248,7 +263,7 @@ func DialOptions(via Dialer) []grpc.DialOption {
 // leader ID the member reports.
 func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config, via Dialer) (EtcdMember, uint64) {
 	m := EtcdMember{Name: name, Endpoint: endpoint}
-	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeoutFor(via))
 	defer cancel()
 	cli, err := dial(ctx, endpoint, tlsConfig, via)
 	if err != nil {
@@ -258,7 +273,7 @@ func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config,
 	defer func() { _ = cli.Close() }()
 	st, err := cli.Status(ctx, endpoint)
 	if err != nil {
-		m.Message = describeEtcdError(err)
+		m.Message = describeEtcdError(err, timeoutFor(via))
 		return m, 0
 	}
 	m.Healthy = true
@@ -271,10 +286,10 @@ func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config,
 	return m, st.Leader
 }
 
-func describeEtcdError(err error) string {
+func describeEtcdError(err error, timeout time.Duration) string {
 	msg := err.Error()
 	if strings.Contains(msg, "context deadline exceeded") {
-		return fmt.Sprintf("no answer within %s", etcdTimeout)
+		return fmt.Sprintf("no answer within %s", timeout)
 	}
 	if len(msg) > 200 {
 		msg = msg[:200]
