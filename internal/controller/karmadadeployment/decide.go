@@ -91,12 +91,11 @@ func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest strin
 		if len(kd.Spec.Addons.UserRoles) > 0 && userRolesDigest != kd.Status.UserRolesDigest {
 			return runDecision{run: true, trigger: userRolesTrigger, reason: "the files of spec.addons.userRoles changed"}
 		}
-		d := runDecision{reason: "the last run of this generation succeeded"}
-		if drift := decideDrift(kd, now); drift.run {
+		drift := decideDrift(kd, now)
+		if drift.run {
 			return drift
-		} else if drift.recheck > 0 {
-			d.recheck = drift.recheck
 		}
+		d := runDecision{reason: "the last run of this generation succeeded", recheck: drift.recheck}
 		if !at.IsZero() {
 			if wait := renewalWait(at, now); d.recheck == 0 || wait < d.recheck {
 				d.recheck = wait
