@@ -8,7 +8,6 @@ package drift
 import (
 	"path"
 	"strings"
-	"unicode/utf8"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/runner"
@@ -52,9 +51,11 @@ func Items(changes []runner.Change, dropped int) ([]kaov1.DriftItem, int32) {
 }
 
 // item classifies one change; false for a consequence of another
-// change (a restart, a daemon-reload) rather than drift of its own.
+// change (a restart, a daemon-reload) rather than drift of its own. The
+// runner bounds a change's task and item to 256 bytes and its diff to about
+// 2000, within the API's bounds of a drift item.
 func item(c runner.Change) (kaov1.DriftItem, bool) {
-	item := kaov1.DriftItem{Host: c.Host, Task: truncate(c.Task, 256), Item: c.Item, Diff: c.Diff}
+	item := kaov1.DriftItem{Host: c.Host, Task: c.Task, Item: c.Item, Diff: c.Diff}
 	module := path.Ext("." + c.Action)[1:] // ansible.builtin.systemd -> systemd
 	lowerTask := strings.ToLower(c.Task)
 	switch {
@@ -114,15 +115,4 @@ func serviceDrift(state string) string {
 		return "not enabled: a run enables it"
 	}
 	return ""
-}
-
-// truncate shortens s to at most n bytes without splitting a character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
