@@ -33,20 +33,10 @@ func TestChangesAreReportedWithTheirDiffs(t *testing.T) {
 	run := func(check bool, relay *bytes.Buffer) *Result {
 		t.Helper()
 		spec := newSpec(t, "changes.yml")
-		spec.Check, spec.Diff = check, true
-		spec.ExtraVars = map[string]any{"dir": dir, "secret_value": secret}
-		spec.Redact = [][]byte{[]byte(secret)}
 		if relay != nil {
 			spec.Relay = relay
 		}
-		res, err := Run(context.Background(), spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Outcome != Succeeded {
-			t.Fatalf("outcome %s: %s\n%s", res.Outcome, res.Message, res.Log)
-		}
-		return res
+		return runWithDiffs(t, spec, check, dir, secret)
 	}
 	byItem := func(res *Result) map[string]Change {
 		out := map[string]Change{}
@@ -132,6 +122,23 @@ func TestChangesAreReportedWithTheirDiffs(t *testing.T) {
 	}
 }
 
+// runWithDiffs runs spec with diffs, in check mode or for real, on the
+// files in dir, with secret as a value to redact; the run must succeed.
+func runWithDiffs(t *testing.T, spec Spec, check bool, dir, secret string) *Result {
+	t.Helper()
+	spec.Check, spec.Diff = check, true
+	spec.ExtraVars = map[string]any{"dir": dir, "secret_value": secret}
+	spec.Redact = [][]byte{[]byte(secret)}
+	res, err := Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Succeeded {
+		t.Fatalf("outcome %s: %s\n%s", res.Outcome, res.Message, res.Log)
+	}
+	return res
+}
+
 // TestUnifiedDiff: changed lines with one line of context, "@@" between
 // distant changes, a summary for contents too long to diff here.
 func TestUnifiedDiff(t *testing.T) {
@@ -184,17 +191,7 @@ func TestChangesOfManyFilesAtOnce(t *testing.T) {
 		t.Helper()
 		spec := newSpec(t, "changes_files.yml")
 		spec.RolesPath = append(spec.RolesPath, roles)
-		spec.Check, spec.Diff = check, true
-		spec.ExtraVars = map[string]any{"dir": dir, "secret_value": secret}
-		spec.Redact = [][]byte{[]byte(secret)}
-		res, err := Run(context.Background(), spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Outcome != Succeeded {
-			t.Fatalf("outcome %s: %s\n%s", res.Outcome, res.Message, res.Log)
-		}
-		return res
+		return runWithDiffs(t, spec, check, dir, secret)
 	}
 	plan := run(true)
 	t.Logf("changes of the check run: %+v", plan.Changes)

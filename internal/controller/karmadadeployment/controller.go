@@ -296,8 +296,8 @@ func (r *Reconciler) recordInterruptedRun(ctx context.Context, kd *kaov1.Karmada
 	if p.Check {
 		ctrl.LoggerFrom(ctx).Info("Recording an interrupted drift check", "run", p.RunID)
 		kd.Status.Progress = nil
-		recordDriftCheck(kd, kd, &runner.Result{ID: p.RunID, Outcome: runner.Cancelled,
-			Message: "the operator stopped during the check"}, now)
+		recordDrift(kd, driftOf(kd, &runner.Result{ID: p.RunID, Outcome: runner.Cancelled,
+			Message: "the operator stopped during the check"}, now))
 		return
 	}
 	msg := fmt.Sprintf("the operator stopped during run %s of %s (%d/%d tasks); kao runs it again",
@@ -747,30 +747,29 @@ func (r *Reconciler) forgetIfGone(ctx context.Context, kd *kaov1.KarmadaDeployme
 // endDriftCheck records a drift check's end: status.drift, InSync and an
 // Event; nothing about runs (status.lastRun, the retry, what was applied).
 func (r *Reconciler) endDriftCheck(ctx context.Context, log logr.Logger, kd *kaov1.KarmadaDeployment, spec runner.Spec, res *runner.Result) {
-	logName := ""
-	if inSync(res) {
+	d := driftOf(kd, res, r.Clock.Now())
+	if d.Result == kaov1.DriftInSync {
 		// Nothing to look at: the check leaves neither a log nor its directory.
 		if err := os.RemoveAll(spec.Dir); err != nil {
 			log.Error(err, "Removing the drift check's directory")
 		}
 	} else {
-		logName = r.Logs(r.Client, r.APIReader).KeepRunLog(ctx, log, kd, spec.ID, res.Log)
+		d.LogConfigMapName = r.Logs(r.Client, r.APIReader).KeepRunLog(ctx, log, kd, spec.ID, res.Log)
 	}
-	var drift *kaov1.DriftStatus
+	recorded := false
 	err := r.statusWriter().Update(ctx, kd, func(cur *kaov1.KarmadaDeployment) {
 		cur.Status.Progress = nil
-		recordDriftCheck(cur, kd, res, r.Clock.Now())
-		cur.Status.Drift.LogConfigMapName = logName
+		recordDrift(cur, d.DeepCopy())
 		cur.Status.Phase = phaseFor(cur, false)
-		drift = cur.Status.Drift
+		recorded = true
 	})
 	if err != nil {
 		log.Error(err, "Recording the drift check's result")
 	}
-	if drift != nil && res.Outcome != runner.Cancelled {
+	if recorded && res.Outcome != runner.Cancelled {
 		// A check cancelled (the deployment deleted, the operator stopping)
 		// says nothing worth a Warning.
-		r.driftEvent(kd, drift)
+		r.driftEvent(kd, d)
 	}
 	r.runs.End(kd)
 	r.forgetIfGone(ctx, kd, res)

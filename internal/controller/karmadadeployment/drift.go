@@ -15,10 +15,9 @@ import (
 	"github.com/kao-io/kao/internal/runner"
 )
 
-// recordDriftCheck writes what a drift check of ran (the deployment as the
-// check ran it) found into cur's status: status.drift and the InSync
-// condition.
-func recordDriftCheck(cur, ran *kaov1.KarmadaDeployment, res *runner.Result, now time.Time) {
+// driftOf is what a drift check of ran (the deployment as the check ran it)
+// found, as status.drift shows it.
+func driftOf(ran *kaov1.KarmadaDeployment, res *runner.Result, now time.Time) *kaov1.DriftStatus {
 	d := &kaov1.DriftStatus{RunID: res.ID, Generation: ran.Generation, CheckTime: metav1.NewTime(now)}
 	switch res.Outcome {
 	case runner.Succeeded:
@@ -26,28 +25,30 @@ func recordDriftCheck(cur, ran *kaov1.KarmadaDeployment, res *runner.Result, now
 		if len(d.Items) == 0 && d.ItemsDropped == 0 {
 			d.Result = kaov1.DriftInSync
 			d.Message = fmt.Sprintf("check %s: a run would change nothing on any host", res.ID)
-			setCondition(cur, kaov1.InSyncCondition, metav1.ConditionTrue, kaov1.NoDriftReason, d.Message)
 			break
 		}
 		d.Result = kaov1.DriftDrifted
 		d.Message = fmt.Sprintf("check %s found %s on %s: %s", res.ID, driftCount(d), driftHosts(d.Items), driftSummary(d.Items))
-		setCondition(cur, kaov1.InSyncCondition, metav1.ConditionFalse, kaov1.DriftDetectedReason, d.Message)
 	default:
 		d.Result = kaov1.DriftCheckFailed
 		d.Message = fmt.Sprintf("check %s did not finish, so drift is unknown: %s", res.ID, res.Message)
-		setCondition(cur, kaov1.InSyncCondition, metav1.ConditionUnknown, kaov1.DriftCheckFailedReason, d.Message)
 	}
 	d.Message = pipeline.TruncateString(d.Message, 1024)
-	cur.Status.Drift = d
+	return d
 }
 
-// inSync tells whether a check ended and found no drift.
-func inSync(res *runner.Result) bool {
-	if res.Outcome != runner.Succeeded {
-		return false
+// recordDrift writes a check's result into cur's status: status.drift and
+// the InSync condition.
+func recordDrift(cur *kaov1.KarmadaDeployment, d *kaov1.DriftStatus) {
+	switch d.Result {
+	case kaov1.DriftInSync:
+		setCondition(cur, kaov1.InSyncCondition, metav1.ConditionTrue, kaov1.NoDriftReason, d.Message)
+	case kaov1.DriftDrifted:
+		setCondition(cur, kaov1.InSyncCondition, metav1.ConditionFalse, kaov1.DriftDetectedReason, d.Message)
+	default:
+		setCondition(cur, kaov1.InSyncCondition, metav1.ConditionUnknown, kaov1.DriftCheckFailedReason, d.Message)
 	}
-	items, dropped := drift.Items(res.Changes, res.ChangesDropped)
-	return len(items) == 0 && dropped == 0
+	cur.Status.Drift = d
 }
 
 // driftEvent tells people what a drift check found, when it found drift or

@@ -154,10 +154,18 @@ def _attributes(st):
     return {"mode": "%04o" % stat.S_IMODE(st.st_mode), "owner": owner, "group": group}
 
 
-def _diff_entry(spec, mode, st, want):
+def _lstat(path):
+    """The file's status, None when it does not exist."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _diff_entry(spec, mode, st, want, same_content):
     """The diff entry of a changed file: its content when others may read it
     (never a key's, which only its owner may read) and it is small text, else
-    its attributes."""
+    its attributes. same_content says whether only its mode or owner differ."""
     path = spec["path"]
     entry = {"before_header": path, "after_header": path}
     shown = mode & 0o044 and len(want) <= _MAX_DIFF_BYTES
@@ -180,15 +188,10 @@ def _diff_entry(spec, mode, st, want):
             pass
     entry["before"] = _attributes(st)
     entry["after"] = {"mode": "%04o" % mode, "owner": spec["owner"], "group": spec["group"]}
-    if st is not None and stat.S_ISREG(st.st_mode):
-        entry["before"]["content"] = "differs" if st.st_size != len(want) or not _same(path, want) else "same"
+    if st is not None:
+        entry["before"]["content"] = "same" if same_content else "differs"
         entry["after"]["content"] = "as requested"
     return entry
-
-
-def _same(path, want):
-    with open(path, "rb") as f:
-        return f.read() == want
 
 
 def _verify_unit(module, path, tmp):
@@ -220,10 +223,7 @@ def _stage_file(module, spec):
     want = to_bytes(spec["content"], errors="surrogate_or_strict")
     mode = _mode(module, spec["mode"], path)
     uid, gid = _ids(module, spec["owner"], spec["group"], path)
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
+    st = _lstat(path)
     if st is not None and not stat.S_ISREG(st.st_mode):
         module.fail_json(msg="%s exists and is not a regular file" % path)
 
@@ -314,10 +314,7 @@ def main():
     tags = set()
     try:
         for spec in module.params["directories"]:
-            try:
-                before = os.lstat(spec["path"])
-            except FileNotFoundError:
-                before = None
+            before = _lstat(spec["path"]) if module._diff else None
             if _converge_dir(module, spec):
                 changed_paths.append(spec["path"])
                 tags.update(spec["tags"])
@@ -333,12 +330,8 @@ def main():
             if plan is None:
                 continue
             if module._diff:
-                try:
-                    st = os.lstat(spec["path"])
-                except FileNotFoundError:
-                    st = None
                 want = to_bytes(spec["content"], errors="surrogate_or_strict")
-                diffs.append(_diff_entry(spec, _mode(module, spec["mode"], spec["path"]), st, want))
+                diffs.append(_diff_entry(spec, _mode(module, spec["mode"], spec["path"]), _lstat(spec["path"]), want, plan[0] == "fix"))
             if not module.check_mode:
                 if plan[0] == "write":
                     os.rename(plan[1], spec["path"])
