@@ -129,7 +129,7 @@ func wrongKnownHosts(knownHosts []byte, first, second string) []byte {
 // idempotent re-run, a powered-off etcd host, a changed host key, member
 // clusters, an etcd backup and restore, the addons, deletion.
 func TestBinaryInstall(t *testing.T) {
-	t.Parallel() // see the package doc: long tests run two at a time
+	longTest(t) // see the package doc: long tests run two at a time, longest first
 	dc := hosts.Start(t, 3)
 	ctx := context.Background()
 	ns := newNamespace(t)

@@ -43,7 +43,7 @@ const podsKeyPrefix = "/karmada-pods"
 //     keys under spec.etcd.external.keyPrefix, an EtcdBackup snapshots it,
 //     and the keys stay when the deployment is deleted.
 func TestContainerizedEtcdChoicesOnRealPods(t *testing.T) {
-	t.Parallel() // see the package doc: long tests run two at a time
+	longTest(t) // see the package doc: long tests run two at a time, longest first
 	start := time.Now()
 	ctx := context.Background()
 	c := node.Start(t, node.Options{})

@@ -57,7 +57,7 @@ const (
 // keeping etcd's claims, which a new deployment behind a LoadBalancer
 // takes over with Karmada's data; and deletes that one with its data.
 func TestContainerizedOnRealPods(t *testing.T) {
-	t.Parallel() // see the package doc: long tests run two at a time
+	longTest(t) // see the package doc: long tests run two at a time, longest first
 	start := time.Now()
 	ctx := context.Background()
 	c := node.Start(t, node.Options{})

@@ -119,7 +119,7 @@ func containerizedDeployment(ns, name, kubeconfigSecret string) *kaov1.KarmadaDe
 // spread and tolerations), which the real node harness does not have;
 // TestContainerizedOnRealPods runs real containers.
 func TestContainerizedInstall(t *testing.T) {
-	t.Parallel() // see the package doc: long tests run two at a time
+	longTest(t) // see the package doc: long tests run two at a time, longest first
 	start := time.Now()
 	ctx := context.Background()
 	hc := hostcluster.Start(t, hostcluster.Options{Nodes: 3, StorageClass: containerizedClass, Volumes: 3})

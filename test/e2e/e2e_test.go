@@ -3,11 +3,12 @@
 // into systemd-nspawn test hosts.
 //
 // Every long test (each on its own test hosts, node or host cluster, with its
-// own namespace and operator) calls t.Parallel: they wait mostly on hosts,
-// Ansible and pods, not on the CPU (a CI run uses about 1.1 of the machine's 2
-// cores). go test runs at most -parallel of them at once, GOMAXPROCS by
-// default: two on the 2-core CI machine. The short tests of the package's
-// own helpers run first, alone. Checks that watch processes (TestChurn,
+// own namespace and operator) runs in parallel with the others: they wait
+// mostly on hosts, Ansible and pods, not on the CPU. At most -parallel of
+// them run at once, GOMAXPROCS by default: two on the 2-core CI machine, and
+// they start longest first (lanes_test.go), so that the last minutes of a
+// run are not one long test alone. The short tests of the package's own
+// helpers run first, alone. Checks that watch processes (TestChurn,
 // TestInstallFaults) select them by their own state directory, and the
 // readyz probers count a server out only when it refuses, answers "not
 // ready" or stays silent for a load balancer's check timeout.
@@ -55,6 +56,7 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	takeLanesFromGoTest()
 	if testing.Short() {
 		fmt.Println("skipping end-to-end tests in -short mode")
 		os.Exit(0)

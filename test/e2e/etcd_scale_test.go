@@ -28,7 +28,7 @@ import (
 // healthy with a leader, the hosts that left must have no etcd left, and
 // every object karmada-apiserver acknowledged must still be there.
 func TestEtcdScale(t *testing.T) {
-	t.Parallel() // see the package doc: long tests run two at a time
+	longTest(t) // see the package doc: long tests run two at a time, longest first
 	dc := hosts.Start(t, 5)
 	ctx := context.Background()
 	ns := newNamespace(t)

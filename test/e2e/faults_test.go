@@ -41,7 +41,7 @@ import (
 // it kills what a real operator's container holds: the manager and its
 // ansible-playbook.
 func TestInstallFaults(t *testing.T) {
-	t.Parallel() // see the package doc: long tests run two at a time
+	longTest(t) // see the package doc: long tests run two at a time, longest first
 	dc := hosts.Start(t, 2)
 	ctx := context.Background()
 	ns := newNamespace(t)

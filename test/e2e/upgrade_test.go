@@ -79,7 +79,7 @@ var kaoServices = map[string]string{
 //
 // It takes 4.5 (idle) to 17 minutes on a 2-core machine.
 func TestBinaryUpgrade(t *testing.T) {
-	t.Parallel() // see the package doc: long tests run two at a time
+	longTest(t) // see the package doc: long tests run two at a time, longest first
 	testStart := time.Now()
 	dc := hosts.Start(t, 3)
 	ctx := context.Background()
