@@ -175,8 +175,18 @@ func Start(t testing.TB, n int, opts Options) []*Member {
 			started(apiServers[i])
 		}
 		for i := lo; i < wave; i++ {
-			if err := waitAPIServer(ctx, members[i], []*process{apiServers[i], etcd}); err != nil {
-				t.Fatalf("member clusters: %s's kube-apiserver did not become ready: %v", members[i].Name, err)
+			for attempt := 1; ; attempt++ {
+				err := waitAPIServer(ctx, members[i], []*process{apiServers[i], etcd})
+				if err == nil {
+					break
+				}
+				if attempt == bindAttempts || !lostItsPort(apiServers[i]) {
+					t.Fatalf("member clusters: %s's kube-apiserver did not become ready: %v", members[i].Name, err)
+				}
+				t.Logf("member clusters: %s's port (%s) was taken before its kube-apiserver bound it; starting it on another",
+					members[i].Name, members[i].Server)
+				members[i], apiServers[i] = startAPIServer(t, bins, root, members[i].Name, ip, etcdURL, opts)
+				started(apiServers[i])
 			}
 			controllerManagers[i] = started(startControllerManager(t, bins, members[i], opts))
 		}
@@ -257,7 +267,7 @@ func startAPIServer(t testing.TB, bins binaries, root, name string, ip netip.Add
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	port := FreePort(t, ip.String())
+	port := choosePort(t, ip.String())
 	server := "https://" + net.JoinHostPort(ip.String(), strconv.Itoa(port))
 
 	ca, err := newCA(name + "-ca")
@@ -451,6 +461,22 @@ func FreePort(t testing.TB, address string) int {
 	}
 	t.Fatalf("member clusters: no free port in %d-%d on %s", low, high, address)
 	return 0
+}
+
+// bindAttempts is how many ports a member's API server is given before Start
+// gives up: FreePort rules out the ports this process handed out, but any
+// other process (another test binary, a NodePort, a kube-apiserver's own
+// listener of another test) may still bind the port between FreePort's
+// check and the API server's bind.
+const bindAttempts = 3
+
+// choosePort picks a member API server's port; tests replace it to hand out
+// a taken port.
+var choosePort = FreePort
+
+// lostItsPort tells whether p exited because its port was taken.
+func lostItsPort(p *process) bool {
+	return p.exited() && strings.Contains(p.logTail(40), "address already in use")
 }
 
 // handed are the ports FreePort gave out in this process, by address and

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -200,5 +202,44 @@ func TestFreePortNeverHandsOutAPortTwice(t *testing.T) {
 			t.Fatalf("port %d was handed out twice", p)
 		}
 		seen[p] = true
+	}
+}
+
+// TestAMemberWhosePortIsTakenStartsOnAnother hands a member's API server a
+// port another listener holds, as a process outside this test binary could
+// take it between FreePort's check and the bind: the API server exits with
+// "address already in use", and Start brings it up on another port.
+func TestAMemberWhosePortIsTakenStartsOnAnother(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+	calls := 0
+	choosePort = func(t testing.TB, address string) int {
+		calls++
+		if calls == 1 {
+			return takenPort
+		}
+		return FreePort(t, address)
+	}
+	t.Cleanup(func() { choosePort = FreePort })
+
+	ms := Start(t, 1, Options{Lean: true})
+	if calls != 2 {
+		t.Errorf("Start chose a port %d times, want 2 (the taken one, then another)", calls)
+	}
+	if strings.HasSuffix(ms[0].Server, ":"+strconv.Itoa(takenPort)) {
+		t.Errorf("the member serves on the taken port: %s", ms[0].Server)
+	}
+	c, err := ms[0].Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil {
+		t.Errorf("the member does not answer on its new port: %v", err)
 	}
 }
