@@ -74,6 +74,11 @@ const (
 	// RunQueuedReason means a run is due but waits for a free slot: the
 	// operator's limit of runs at once (in total or in the namespace) is reached.
 	RunQueuedReason = "RunQueued"
+	// RunHeldQuorumLostReason means a run is due but held: the managed
+	// etcd has lost its quorum, so a run would fail at etcd and could make
+	// things worse. The run starts once a quorum answers again, after the
+	// members are back or a snapshot was restored (EtcdRestore).
+	RunHeldQuorumLostReason = "RunHeldQuorumLost"
 	// PrerequisitesMissingReason means a referenced Secret, key or artifact is missing or malformed.
 	PrerequisitesMissingReason = "PrerequisitesMissing"
 	// UserRoleInvalidReason means a role of spec.addons.userRoles cannot be

@@ -104,7 +104,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hostCluster)",message="spec.hostCluster is only used when spec.mode is Containerized"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || self.hosts.exists(h, 'apiServer' in h.roles)",message="at least one host in spec.hosts needs the apiServer role"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || self.hosts.exists(h, 'controlPlane' in h.roles)",message="at least one host in spec.hosts needs the controlPlane role"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.hosts) || !has(oldSelf.etcd.managed) || oldSelf.hosts.all(o, !('etcd' in o.roles) || (has(self.hosts) && self.hosts.exists(h, h.name == o.name)))",message="a host with the etcd role cannot leave spec.hosts in one step: first set its roles without etcd (kao removes its member from the cluster and wipes it in the next run), then remove the host"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.hosts) || !has(oldSelf.etcd.managed) || oldSelf.hosts.all(o, !('etcd' in o.roles) || (has(self.hosts) && self.hosts.exists(h, h.name == o.name)) || (has(self.lostHosts) && o.name in self.lostHosts))",message="a host with the etcd role cannot leave spec.hosts in one step: first set its roles without etcd (kao removes its member from the cluster and wipes it in the next run), then remove the host; a host that is gone for good leaves in one step when spec.lostHosts names it"
+// +kubebuilder:validation:XValidation:rule="!has(self.lostHosts) || !has(self.hosts) || self.lostHosts.all(n, !self.hosts.exists(h, h.name == n))",message="a host named in spec.lostHosts is gone for good and cannot also be in spec.hosts: a host that comes back joins under a new name, after it was wiped"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || !has(self.etcd.managed) || size(self.hosts.filter(h, 'etcd' in h.roles)) % 2 == 1",message="managed etcd needs an odd number of hosts with the etcd role (1, 3, 5 or 7) to keep quorum"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.hosts) || !has(self.etcd.external) || !self.hosts.exists(h, 'etcd' in h.roles)",message="the etcd host role is only used with spec.etcd.managed; remove it or drop spec.etcd.external"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Binary' || !has(self.etcd.managed) || !has(self.etcd.managed.replicas)",message="spec.etcd.managed.replicas is only used in Containerized mode; in Binary mode etcd runs on the hosts with the etcd role"
@@ -157,6 +158,19 @@ type KarmadaDeploymentSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	Hosts []Host `json:"hosts,omitempty"`
+
+	// lostHosts names hosts that are gone for good (dead, or their disks
+	// lost) and left spec.hosts. kao never connects to a lost host: the
+	// remaining etcd members remove its member while they keep the quorum,
+	// and nothing on it is stopped or wiped. A host with the etcd role may
+	// leave spec.hosts in one step only when it is named here, usually in the
+	// edit that adds its replacement (docs/disaster-recovery.md).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	LostHosts []string `json:"lostHosts,omitempty"`
 
 	// ssh is how kao connects to spec.hosts. Host keys are pinned: kao never
 	// accepts an unknown host key.

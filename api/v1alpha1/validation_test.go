@@ -711,3 +711,38 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 		})
 	}
 }
+
+// TestALostHostLeavesInOneStep replaces a dead etcd host as an SRE would,
+// in one edit: the host leaves spec.hosts, its replacement joins, and
+// spec.lostHosts names it. Without lostHosts the same edit is refused, and
+// a host cannot be lost and listed at once.
+func TestALostHostLeavesInOneStep(t *testing.T) {
+	ctx := context.Background()
+	obj := sample(t, binarySample)
+	if err := createInNamespace(ctx, t, obj); err != nil {
+		t.Fatal(err)
+	}
+	replace := func(o map[string]any) {
+		h := host(o, 2)
+		spec(o)["hosts"] = append(hosts(o)[:2], map[string]any{"name": "cp-4", "address": "192.0.2.14", "roles": h["roles"]})
+	}
+
+	without := obj.DeepCopy()
+	replace(without.Object)
+	if err := cl.Update(ctx, without); err == nil || !strings.Contains(err.Error(), "cannot leave spec.hosts in one step") {
+		t.Errorf("an etcd host left spec.hosts in one step without spec.lostHosts: %v", err)
+	}
+
+	both := obj.DeepCopy()
+	set(both.Object, []any{"cp-2"}, "spec", "lostHosts")
+	if err := cl.Update(ctx, both); err == nil || !strings.Contains(err.Error(), "cannot also be in spec.hosts") {
+		t.Errorf("a host in spec.hosts was accepted in spec.lostHosts: %v", err)
+	}
+
+	with := obj.DeepCopy()
+	replace(with.Object)
+	set(with.Object, []any{"cp-3"}, "spec", "lostHosts")
+	if err := cl.Update(ctx, with); err != nil {
+		t.Errorf("the dead host's replacement with spec.lostHosts was refused: %v", err)
+	}
+}

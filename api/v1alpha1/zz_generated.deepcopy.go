@@ -921,6 +921,11 @@ func (in *KarmadaDeploymentSpec) DeepCopyInto(out *KarmadaDeploymentSpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.LostHosts != nil {
+		in, out := &in.LostHosts, &out.LostHosts
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.SSH != nil {
 		in, out := &in.SSH, &out.SSH
 		*out = new(SSHSpec)

@@ -93,29 +93,7 @@ func TestEtcdScale(t *testing.T) {
 
 	acked, failed := w.stop()
 	t.Logf("karmada-apiserver acknowledged %d ConfigMaps; %d creates failed while etcd and the API server changed", len(acked), failed)
-	if len(acked) < 50 {
-		t.Fatalf("only %d writes were acknowledged: the test proves nothing", len(acked))
-	}
-	list, err := w.client.CoreV1().ConfigMaps(writerNamespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, cm := range list.Items {
-		got[cm.Name] = cm.Data["v"]
-	}
-	lost := 0
-	for name, v := range acked {
-		if got[name] != v {
-			lost++
-			if lost <= 5 {
-				t.Errorf("acknowledged ConfigMap %s (v=%s) reads back as %q", name, v, got[name])
-			}
-		}
-	}
-	if lost > 0 {
-		t.Errorf("%d of %d acknowledged writes were lost", lost, len(acked))
-	}
+	w.checkNothingLost(t, acked, 50)
 
 	t.Run("EtcdBackup while the leader is powered off", func(t *testing.T) { backupWithoutLeader(t, dc, kd) })
 }
@@ -302,4 +280,34 @@ func (w *objectWriter) stop() (map[string]string, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.acked, w.failed
+}
+
+// checkNothingLost reads the writer's ConfigMaps back and fails t for each
+// acknowledged write that is missing or differs. Fewer than least
+// acknowledged writes prove nothing: that fails t too.
+func (w *objectWriter) checkNothingLost(t *testing.T, acked map[string]string, least int) {
+	t.Helper()
+	if len(acked) < least {
+		t.Fatalf("only %d writes were acknowledged: the test proves nothing", len(acked))
+	}
+	list, err := w.client.CoreV1().ConfigMaps(writerNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, cm := range list.Items {
+		got[cm.Name] = cm.Data["v"]
+	}
+	lost := 0
+	for name, v := range acked {
+		if got[name] != v {
+			lost++
+			if lost <= 5 {
+				t.Errorf("acknowledged ConfigMap %s (v=%s) reads back as %q", name, v, got[name])
+			}
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d acknowledged writes were lost", lost, len(acked))
+	}
 }

@@ -19,6 +19,7 @@ var longestFirst = []string{
 	"TestBinaryUpgrade",                      // about 970 s
 	"TestInstallFaults",                      // about 750 s
 	"TestEtcdScale",                          // about 480 s
+	"TestReplaceADeadHost",                   // new: about 400 s alone
 	"TestContainerizedInstall",               // about 380 s
 	"TestContainerizedEtcdChoicesOnRealPods", // about 360 s
 	"TestChurn",                              // about 290 s

@@ -239,6 +239,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		}
 		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
+	if lost := quorumLost(kd); lost != "" {
+		return r.recordHeldForQuorum(ctx, kd, lost), nil
+	}
 	if decision.check {
 		// A drift check follows a successful run of this generation with
 		// nothing else due: install.yml in check mode compares every host
@@ -455,6 +458,39 @@ func (r *Reconciler) recordQueued(ctx context.Context, kd *kaov1.KarmadaDeployme
 	ctrl.LoggerFrom(ctx).V(1).Info("Run queued", "playbook", playbook, "reason", why)
 	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.RunQueuedReason, msg)
 	return ctrl.Result{RequeueAfter: queuedRecheck}
+}
+
+// quorumLost says why a Binary deployment's managed etcd has no quorum, by
+// its last probe (the EtcdHealthy condition), or "" when it has one, was
+// not probed, or was never installed (a first install that failed half-way
+// is retried: its run is what starts etcd).
+func quorumLost(kd *kaov1.KarmadaDeployment) string {
+	if kd.Spec.Mode != kaov1.BinaryMode || kd.Spec.Etcd.Managed == nil || kd.Status.LastSuccessfulRunTime == nil {
+		return ""
+	}
+	c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.EtcdHealthyCondition)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != kaov1.EtcdQuorumLostReason {
+		return ""
+	}
+	return c.Message
+}
+
+// recordHeldForQuorum holds a due run while etcd has lost its quorum: the
+// condition says why and what to do, a Warning Event tells once, and the
+// deployment is probed on, so the run starts once a quorum answers again.
+func (r *Reconciler) recordHeldForQuorum(ctx context.Context, kd *kaov1.KarmadaDeployment, why string) ctrl.Result {
+	msg := pipeline.TruncateString(fmt.Sprintf("a run is due but held: etcd has lost its quorum (%s), so a run would fail at etcd "+
+		"and could make things worse. It starts once a quorum answers again: start the members whose hosts are up "+
+		"(systemctl start karmada-etcd). If the members are gone for good: keep one surviving etcd host in spec.hosts, name the others in spec.lostHosts, restore the latest snapshot onto it with an "+
+		"EtcdRestore, then give the etcd role to three hosts again (docs/disaster-recovery.md)", why), 1024)
+	if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Reason != kaov1.RunHeldQuorumLostReason {
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, kaov1.RunHeldQuorumLostReason, "Run", "%s", msg)
+	}
+	ctrl.LoggerFrom(ctx).Info("Run held: etcd has lost its quorum", "etcd", why)
+	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.RunHeldQuorumLostReason, msg)
+	setProbeConditions(kd)
+	r.requestProbe(ctx, kd)
+	return ctrl.Result{RequeueAfter: r.probeInterval()}
 }
 
 // queuedRecheck is how often a queued deployment looks for a slot, should

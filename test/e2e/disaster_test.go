@@ -1,0 +1,285 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
+	"github.com/kao-io/kao/test/hosts"
+	"github.com/kao-io/kao/test/members"
+	"github.com/kao-io/kao/test/readiness"
+)
+
+// TestReplaceADeadHost loses a host for good and replaces it, as an SRE of
+// a bare-metal data centre would (docs/disaster-recovery.md): three hosts
+// each run an etcd member, karmada-apiserver and the controllers, a Push
+// member is joined, and the third host, which leads etcd, is powered off
+// and never comes back. With a writer creating objects through
+// karmada-apiserver and a load balancer's readiness checks on the other two
+// API servers running, one spec edit removes the dead host, names it in
+// spec.lostHosts and adds a fourth. The run must never connect to the dead
+// host; the survivors remove its etcd member while they keep the quorum; the
+// new host joins as a member; every API server's etcd servers follow; no
+// acknowledged write is lost; and stock karmadactl and propagation work
+// afterwards.
+func TestReplaceADeadHost(t *testing.T) {
+	longTest(t) // see the package doc: long tests run two at a time, longest first
+	dc := hosts.Start(t, 4)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, ns)
+	nodes := dc.Hosts()
+	dead, replacement := nodes[2], nodes[3]
+	createSSHSecret(t, ns, "dr-ssh", dc)
+	member := members.Start(t, 1, members.Options{Address: dc.Gateway(), Lean: true})[0]
+	createSecret(t, ns, "dr-members", map[string][]byte{"edge": member.Kubeconfig})
+
+	everything := []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
+	kd := binaryDeployment(ns, "dr", "dr-ssh", nodes[:3])
+	for i := range kd.Spec.Hosts {
+		kd.Spec.Hosts[i].Roles = everything
+	}
+	kd.Spec.Members = []kaov1.MemberSpec{{Name: "edge", SyncMode: kaov1.PushSyncMode,
+		KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "dr-members", Key: "edge"}}}
+	if err := k8s.Create(ctx, kd); err != nil {
+		t.Fatal(err)
+	}
+	if done := waitForRun(t, kd, 8*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the install failed: %+v", done.Status.LastRun)
+	}
+	installed := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	kubeconfig := writeKarmadaKubeconfig(t, installed)
+
+	// The host that dies leads etcd: the survivors must elect a leader too.
+	moveEtcdLeader(t, dc, nodes[:3], dead)
+	waitFor(t, time.Minute, "status.etcd to name "+dead.Name+" the leader", func() bool {
+		e := get(t, kd).Status.Etcd
+		return e != nil && e.Leader == dead.Name
+	})
+
+	w := startObjectWriter(t, kd)
+	cred, roots := proberCredential(t, readPKISecret(t, kd))
+	prober := readiness.Start([]string{"https://" + nodes[0].Address + ":5443", "https://" + nodes[1].Address + ":5443"},
+		cred, roots, 200*time.Millisecond)
+	defer prober.Stop()
+
+	if err := dc.Stop(ctx, dead.Name); err != nil {
+		t.Fatal(err)
+	}
+	died := time.Now()
+	degraded := waitForCondition(t, kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdMembersUnhealthyReason, 2*time.Minute)
+	t.Logf("status after %s died: EtcdHealthy %q", dead.Name, conditionMessage(degraded, kaov1.EtcdHealthyCondition))
+	waitFor(t, time.Minute, "a new etcd leader among the survivors", func() bool {
+		e := get(t, kd).Status.Etcd
+		return e != nil && e.Leader != "" && e.Leader != dead.Name
+	})
+
+	// One edit: the dead host out (lost), its replacement in.
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+		s.Hosts = slices.DeleteFunc(s.Hosts, func(h kaov1.Host) bool { return h.Name == dead.Name })
+		s.Hosts = append(s.Hosts, kaov1.Host{Name: replacement.Name, Address: replacement.Address, Port: int32(replacement.Port),
+			User: replacement.User, Roles: everything})
+		s.LostHosts = []string{dead.Name}
+	})
+	done := waitForRun(t, kd, 10*time.Minute)
+	if done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the run replacing %s failed: %+v", dead.Name, done.Status.LastRun)
+	}
+	for _, h := range done.Status.LastRun.Hosts {
+		if h.Name == dead.Name {
+			t.Errorf("the run reached for the lost host: %+v", h)
+		}
+	}
+	survivors := []hosts.Host{nodes[0], nodes[1], replacement}
+	waitForEtcdMembers(t, kd, survivors, 3*time.Minute)
+	ready := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	t.Logf("%s replaced: Ready %s after it died (the run took %s)", dead.Name, time.Since(died).Round(time.Second),
+		done.Status.LastRun.EndTime.Sub(done.Status.LastRun.StartTime.Time).Round(time.Second))
+
+	// Every component runs on the survivors and the replacement, none on the
+	// dead host; every API server reads etcd from the new members.
+	for _, c := range ready.Status.Components {
+		if slices.Contains(c.Hosts, dead.Name) || !slices.Contains(c.Hosts, replacement.Name) || !c.Ready {
+			t.Errorf("component %+v: want it ready on %s and not on %s", c, replacement.Name, dead.Name)
+		}
+	}
+	for _, h := range survivors {
+		for _, unit := range []string{"karmada-apiserver", "karmada-aggregated-apiserver"} {
+			out, err := dc.Run(ctx, h.Name, "grep -o -- '--etcd-servers=[^ ]*' /etc/systemd/system/"+unit+".service")
+			if err != nil || !strings.Contains(out, replacement.Address+":2379") || strings.Contains(out, dead.Address+":2379") {
+				t.Errorf("%s's %s: %q (%v); want the replacement's etcd and not the dead host's", h.Name, unit, strings.TrimSpace(out), err)
+			}
+		}
+	}
+
+	acked, failed := w.stop()
+	t.Logf("karmada-apiserver acknowledged %d ConfigMaps; %d creates failed while a host died and was replaced", len(acked), failed)
+	w.checkNothingLost(t, acked, 20)
+	report := prober.Stop()
+	t.Logf("readyz of the two surviving API servers: %s; rounds with neither in a load balancer's rotation: %d",
+		report, len(report.Outages()))
+
+	// Stock clients: karmadactl sees the member Ready, and a Deployment
+	// propagates to it.
+	karmadactl := filepath.Join(artifactsDir, "karmada", "v1.18.1", "bin", "karmadactl")
+	out, err := exec.CommandContext(ctx, karmadactl, "--kubeconfig", kubeconfig, "get", "clusters").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "edge") || !strings.Contains(string(out), "True") {
+		t.Errorf("karmadactl get clusters after the replacement: %v\n%s", err, out)
+	}
+	kubectlBin := filepath.Join(env.AssetsDir, "kubectl")
+	manifest := filepath.Join(t.TempDir(), "propagate.yaml")
+	if err := os.WriteFile(manifest, []byte(propagation("dr-apps", "edge")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testenv.MustKubectl(ctx, t, kubectlBin, kubeconfig, "apply", "-f", manifest)
+	edge := filepath.Join(t.TempDir(), "edge.kubeconfig")
+	if err := os.WriteFile(edge, member.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Minute, "the propagated Deployment in the member", func() bool {
+		out, err := testenv.Kubectl(ctx, kubectlBin, edge, "-n", "dr-apps", "get", "deployment", "web", "-o", "name")
+		return err == nil && strings.TrimSpace(out) == "deployment.apps/web"
+	})
+}
+
+// moveEtcdLeader makes leader lead the etcd cluster of the hosts hs, from
+// the first of them, with the health-check client certificate kao installs.
+func moveEtcdLeader(t *testing.T, dc *hosts.Cluster, hs []hosts.Host, leader hosts.Host) {
+	t.Helper()
+	var endpoints []string
+	for _, h := range hs {
+		endpoints = append(endpoints, "https://"+h.Address+":2379")
+	}
+	script := `set -e
+E="--endpoints=` + strings.Join(endpoints, ",") + ` --cacert=/etc/karmada/pki/etcd/ca.crt --cert=/etc/karmada/pki/etcd/healthcheck-client.crt --key=/etc/karmada/pki/etcd/healthcheck-client.key"
+id=$(/usr/local/bin/etcdctl $E member list | awk -F', ' '$3 == "` + leader.Name + `" {print $1}')
+test -n "$id"
+/usr/local/bin/etcdctl $E endpoint status | grep -q "` + leader.Address + `:2379, $id, .*, true," || /usr/local/bin/etcdctl $E move-leader "$id"`
+	if out, err := dc.Run(context.Background(), hs[0].Name, script); err != nil {
+		t.Fatalf("moving etcd's leadership to %s: %v\n%s", leader.Name, err, out)
+	}
+}
+
+// TestRestoreAfterQuorumLoss loses two of three etcd members at once, as a
+// site losing power to two racks would (docs/disaster-recovery.md): kao says
+// the quorum is lost and holds the SRE's next spec change instead of
+// running it; the documented way out, a restore of the latest snapshot onto
+// the surviving host as a one-member cluster, brings Karmada back with
+// everything the snapshot held (and, as documented, without what was
+// written after it), and the etcd role given to two new hosts makes three
+// members again.
+func TestRestoreAfterQuorumLoss(t *testing.T) {
+	longTest(t) // see the package doc: long tests run two at a time, longest first
+	dc := hosts.Start(t, 5)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, ns)
+	nodes := dc.Hosts()
+	survivor, lost, fresh := nodes[0], nodes[1:3], nodes[3:5]
+	createSSHSecret(t, ns, "quorum-ssh", dc)
+	kd := binaryDeployment(ns, "quorum", "quorum-ssh", nodes[:3])
+	kd.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
+	for i := 1; i < 3; i++ {
+		kd.Spec.Hosts[i].Roles = []kaov1.HostRole{kaov1.EtcdRole}
+	}
+	if err := k8s.Create(ctx, kd); err != nil {
+		t.Fatal(err)
+	}
+	if done := waitForRun(t, kd, 8*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the install failed: %+v", done.Status.LastRun)
+	}
+	ready := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	kubectl := karmadaKubectl(t, ready)
+	kubectl("create", "namespace", "dr-quorum")
+	kubectl("create", "configmap", "before-backup", "-n", "dr-quorum", "--from-literal=written=before-the-backup")
+	eb := &kaov1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
+		Spec:       kaov1.EtcdBackupSpec{DeploymentName: kd.Name, Destination: kaov1.BackupDestination{Type: kaov1.LocalDestination}},
+	}
+	if err := k8s.Create(ctx, eb); err != nil {
+		t.Fatal(err)
+	}
+	waitForBackup(t, eb, 3*time.Minute)
+	kubectl("create", "configmap", "after-backup", "-n", "dr-quorum", "--from-literal=written=after-the-backup")
+
+	// Two members die at once.
+	for _, h := range lost {
+		if err := dc.Stop(ctx, h.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	died := time.Now()
+	down := waitForCondition(t, kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdQuorumLostReason, 2*time.Minute)
+	t.Logf("EtcdHealthy: %s", conditionMessage(down, kaov1.EtcdHealthyCondition))
+	lastRun := down.Status.LastRun.ID
+
+	// The SRE's edit: the survivor alone, the dead hosts lost. kao holds the
+	// run it asks for and says what to do.
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+		s.Hosts = s.Hosts[:1]
+		s.LostHosts = []string{lost[0].Name, lost[1].Name}
+	})
+	held := waitForCondition(t, kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.RunHeldQuorumLostReason, 2*time.Minute)
+	if msg := conditionMessage(held, kaov1.PlaybookSucceededCondition); !strings.Contains(msg, "EtcdRestore") || !strings.Contains(msg, "quorum lost") {
+		t.Errorf("the held run does not say why and what to do: %q", msg)
+	}
+	if !slices.ContainsFunc(deploymentEvents(t, kd), func(e eventsv1.Event) bool {
+		return e.Reason == kaov1.RunHeldQuorumLostReason && e.Type == "Warning"
+	}) {
+		t.Error("no Warning Event says the run is held")
+	}
+	if cur := get(t, kd); cur.Status.Progress != nil || cur.Status.LastRun.ID != lastRun {
+		t.Fatalf("a run started while etcd had no quorum: %+v %+v", cur.Status.Progress, cur.Status.LastRun)
+	}
+
+	// The way out: the latest snapshot restored onto the survivor.
+	er := &kaov1.EtcdRestore{
+		ObjectMeta: metav1.ObjectMeta{Name: "onto-the-survivor", Namespace: ns},
+		Spec:       kaov1.EtcdRestoreSpec{DeploymentName: kd.Name, Source: kaov1.RestoreSource{BackupName: eb.Name}},
+	}
+	if err := k8s.Create(ctx, er); err != nil {
+		t.Fatal(err)
+	}
+	if restored := waitForRestore(t, er, 15*time.Minute); restored.Status.Phase != kaov1.RestoreSucceeded {
+		t.Fatalf("the restore onto %s failed: %+v", survivor.Name, restored.Status)
+	}
+	// The held run follows by itself, once the probe finds a quorum.
+	if done := waitForRun(t, kd, 10*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the held run failed after the restore: %+v", done.Status.LastRun)
+	}
+	waitForEtcdMembers(t, kd, []hosts.Host{survivor}, 3*time.Minute)
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	t.Logf("Karmada Ready again %s after the members died", time.Since(died).Round(time.Second))
+	if out := kubectl("get", "configmap", "before-backup", "-n", "dr-quorum", "-o", "jsonpath={.data.written}"); out != "before-the-backup" {
+		t.Errorf("the object written before the backup reads %q", out)
+	}
+	if out, err := karmadaKubectlErr(t, kd, "get", "configmap", "after-backup", "-n", "dr-quorum"); err == nil {
+		t.Errorf("the object written after the backup survived the restore: %s", out)
+	}
+
+	// Three members again, on new hosts.
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+		for _, h := range fresh {
+			s.Hosts = append(s.Hosts, kaov1.Host{Name: h.Name, Address: h.Address, Port: int32(h.Port), User: h.User,
+				Roles: []kaov1.HostRole{kaov1.EtcdRole}})
+		}
+	})
+	if done := waitForRun(t, kd, 10*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the run back to three members failed: %+v", done.Status.LastRun)
+	}
+	waitForEtcdMembers(t, kd, []hosts.Host{survivor, fresh[0], fresh[1]}, 3*time.Minute)
+	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+	if out := kubectl("get", "configmap", "before-backup", "-n", "dr-quorum", "-o", "name"); strings.TrimSpace(out) != "configmap/before-backup" {
+		t.Errorf("after scaling back to three: %q", out)
+	}
+}
