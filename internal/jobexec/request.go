@@ -42,6 +42,7 @@ type request struct {
 	Fetch             *runner.Fetch       `json:"fetch,omitempty"`
 	Check             bool                `json:"check,omitempty"`
 	Diff              bool                `json:"diff,omitempty"`
+	Tags              []string            `json:"tags,omitempty"`
 }
 
 func requestOf(spec runner.Spec) request {
@@ -50,7 +51,7 @@ func requestOf(spec runner.Spec) request {
 		ExtraVars: spec.ExtraVars, SSHPrivateKey: spec.SSHPrivateKey, KnownHosts: spec.KnownHosts,
 		SSHConnectTimeout: spec.SSHConnectTimeout, Secrets: spec.Secrets, Files: spec.Files, RolesPath: spec.RolesPath,
 		FactCacheDir: spec.FactCacheDir, MaxForks: spec.MaxForks, Timeout: spec.Timeout, Redact: spec.Redact,
-		Fetch: spec.Fetch, Check: spec.Check, Diff: spec.Diff,
+		Fetch: spec.Fetch, Check: spec.Check, Diff: spec.Diff, Tags: spec.Tags,
 	}
 }
 
@@ -60,7 +61,7 @@ func (r request) spec() runner.Spec {
 		ExtraVars: r.ExtraVars, SSHPrivateKey: r.SSHPrivateKey, KnownHosts: r.KnownHosts,
 		SSHConnectTimeout: r.SSHConnectTimeout, Secrets: r.Secrets, Files: r.Files, RolesPath: r.RolesPath,
 		FactCacheDir: r.FactCacheDir, MaxForks: r.MaxForks, Timeout: r.Timeout, Redact: r.Redact,
-		Fetch: r.Fetch, Check: r.Check, Diff: r.Diff,
+		Fetch: r.Fetch, Check: r.Check, Diff: r.Diff, Tags: r.Tags,
 	}
 }
 

@@ -20,7 +20,7 @@ func TestARequestCarriesEveryFieldOfTheRun(t *testing.T) {
 		ExtraVars: map[string]any{"k": "v"}, SSHPrivateKey: []byte("key"), KnownHosts: []byte("known"), SSHConnectTimeout: time.Second,
 		Secrets: []runner.File{{Path: "s", Data: []byte("x")}}, Files: []runner.File{{Path: "f", Data: []byte("y")}},
 		RolesPath: []string{"/r"}, FactCacheDir: "/c", MaxForks: 3, Timeout: time.Minute, Redact: [][]byte{[]byte("z")},
-		Fetch: &runner.Fetch{Var: "v", Name: "n.db"}, Check: true, Diff: true,
+		Fetch: &runner.Fetch{Var: "v", Name: "n.db"}, Check: true, Diff: true, Tags: []string{"hosts"},
 	}
 	data, err := json.Marshal(requestOf(spec))
 	if err != nil {

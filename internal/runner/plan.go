@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -21,15 +22,31 @@ const maxIncludeDepth = 16
 // includes of templated files do not. Asking ansible-playbook --list-tasks
 // instead would cost a second Python start-up on every run.
 //
-// groups maps every inventory group, "all" included, to its hosts.
-func EstimateResults(playbook string, rolesPath []string, groups map[string][]string) (int, error) {
-	e := &estimator{rolesPath: rolesPath, groups: groups}
+// groups maps every inventory group, "all" included, to its hosts. With tags
+// (a run with --tags), plays tagged with none of them nor always count
+// nothing; tags on tasks inside the plays are not looked at.
+func EstimateResults(playbook string, rolesPath []string, groups map[string][]string, tags []string) (int, error) {
+	e := &estimator{rolesPath: rolesPath, groups: groups, tags: tags}
 	return e.playbook(playbook, 0)
 }
 
 type estimator struct {
 	rolesPath []string
 	groups    map[string][]string
+	tags      []string
+}
+
+// selects tells whether a run with e.tags runs a play with these tags.
+func (e *estimator) selects(playTags any) bool {
+	if len(e.tags) == 0 {
+		return true
+	}
+	for _, t := range asList(playTags) {
+		if s, ok := t.(string); ok && (s == "always" || slices.Contains(e.tags, s)) {
+			return true
+		}
+	}
+	return false
 }
 
 // taskCount splits a task list's results into those every host produces and
@@ -67,7 +84,7 @@ func (e *estimator) playbook(path string, depth int) (int, error) {
 			continue
 		}
 		hosts := len(e.matchHosts(play["hosts"]))
-		if hosts == 0 {
+		if hosts == 0 || !e.selects(play["tags"]) {
 			continue
 		}
 		c := taskCount{}

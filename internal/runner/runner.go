@@ -119,6 +119,9 @@ type Spec struct {
 	// Diff asks modules for the differences they make or would make
 	// (--diff), which Result.Changes carries.
 	Diff bool
+	// Tags, when set, runs only the plays and tasks with one of these tags
+	// (--tags), and those tagged always.
+	Tags []string
 }
 
 // Owner names the Kubernetes object a run is for.
@@ -197,7 +200,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	defer func() { _ = logFile.Close() }()
 	log := newLogBuffer(logFile, logTailBytes)
 
-	total, err := EstimateResults(spec.Playbook, spec.RolesPath, spec.Groups)
+	total, err := EstimateResults(spec.Playbook, spec.RolesPath, spec.Groups, spec.Tags)
 	if err != nil {
 		log.Line(time.Now(), "note", "", "", "progress has no total: "+redact.Clean(err.Error(), 300))
 	}
@@ -230,7 +233,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if bin == "" {
 		bin = "ansible-playbook"
 	}
-	opts := &playbook.AnsiblePlaybookOptions{Inventory: dir.inventory, Check: spec.Check, Diff: spec.Diff}
+	opts := &playbook.AnsiblePlaybookOptions{Inventory: dir.inventory, Check: spec.Check, Diff: spec.Diff, Tags: strings.Join(spec.Tags, ",")}
 	if err := opts.AddExtraVarsFile(dir.extraVars); err != nil {
 		return nil, fmt.Errorf("adding extra vars file: %w", err)
 	}

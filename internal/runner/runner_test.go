@@ -368,7 +368,7 @@ func TestGeneratedPlaybookAndRolesInTheRunDirectory(t *testing.T) {
 		{Path: "extra-roles/extra/tasks/main.yml", Data: []byte("- name: Extra | Say hello\n  ansible.builtin.debug:\n    msg: extra\n")},
 	}
 	base := newSpec(t, "progress.yml")
-	want, err := EstimateResults(base.Playbook, base.RolesPath, base.Groups)
+	want, err := EstimateResults(base.Playbook, base.RolesPath, base.Groups, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,4 +425,43 @@ func TestLiveGroupMembersIgnoresZombies(t *testing.T) {
 		t.Errorf("the killed sleep should still be an unreaped zombie here: %v", err)
 	}
 	_ = c.Wait()
+}
+
+// TestTagsRunOnlyTheirPlays runs a playbook with Tags: the tagged play and
+// the one tagged always run, the untagged one does not, and the progress
+// estimate counts exactly what ran.
+func TestTagsRunOnlyTheirPlays(t *testing.T) {
+	spec := newSpec(t, "tagged.yml")
+	spec.Tags = []string{"hosts"}
+	var (
+		mu   sync.Mutex
+		last Progress
+	)
+	spec.OnProgress = func(p Progress) {
+		mu.Lock()
+		last = p
+		mu.Unlock()
+	}
+	res, err := Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Succeeded {
+		t.Fatalf("outcome %s: %s\n%s", res.Outcome, res.Message, res.Log)
+	}
+	log := string(res.Log)
+	for _, task := range []string{"Tagged | First host task", "Tagged | Second host task", "Tagged | Included host task", "Tagged | Always task"} {
+		if !strings.Contains(log, task) {
+			t.Errorf("%q did not run:\n%s", task, log)
+		}
+	}
+	if strings.Contains(log, "Tagged | Untagged task") {
+		t.Errorf("the untagged play ran:\n%s", log)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Three tasks, the include and the task it includes, on two hosts.
+	if want := 5 * 2; last.TasksTotal != want || last.TasksDone != want {
+		t.Errorf("progress %d/%d, want %d/%d", last.TasksDone, last.TasksTotal, want, want)
+	}
 }

@@ -257,7 +257,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *restoreScope) (ctrl
 	}
 	er.Status.Snapshot = snap
 	er.Status.PreviousDataDir = previousDataDir(kd, er)
-	total, _ := runner.EstimateResults(spec.Playbook, spec.RolesPath, spec.Groups)
+	total, _ := runner.EstimateResults(spec.Playbook, spec.RolesPath, spec.Groups, nil)
 	er.Status.Progress = pipeline.ProgressStatus(runID, pipeline.EtcdRestorePlaybook, now, runner.Progress{TasksTotal: total}, now)
 	msg := fmt.Sprintf("run %s of %s restores snapshot %s (revision %d) into KarmadaDeployment %s; its API servers are stopped until it ends",
 		runID, pipeline.EtcdRestorePlaybook, snap.Name, snap.Revision, kd.Name)

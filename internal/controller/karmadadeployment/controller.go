@@ -405,10 +405,14 @@ func (r *Reconciler) startRun(ctx context.Context, s *scope, playbook string) (c
 	}
 	spec, extras := p.spec, p.extras
 	spec.Check, spec.Diff = s.check, s.check
+	if s.check {
+		// The hosts' plays alone: see pipeline.HostsTag.
+		spec.Tags = []string{pipeline.HostsTag}
+	}
 	extras.check = s.check
 	// A generated playbook is written when the run starts: estimate with
 	// kao's own until then.
-	total, _ := runner.EstimateResults(filepath.Join(r.PlaybookDir, playbook), spec.RolesPath, spec.Groups)
+	total, _ := runner.EstimateResults(filepath.Join(r.PlaybookDir, playbook), spec.RolesPath, spec.Groups, spec.Tags)
 	kd.Status.Progress = pipeline.ProgressStatus(runID, playbook, now, runner.Progress{TasksTotal: total}, now)
 	kd.Status.Progress.Check = s.check
 	if !s.check {

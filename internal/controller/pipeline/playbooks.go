@@ -24,3 +24,10 @@ const (
 	// EtcdRestorePlaybook restores a managed etcd from one snapshot.
 	EtcdRestorePlaybook = "etcd-restore.yml"
 )
+
+// HostsTag tags install.yml's plays that install and run the control
+// plane's parts on its hosts (etcd, the API servers, the controllers). A
+// drift check runs only these: what was changed by hand is on the hosts;
+// Karmada's objects, members and addons are applied again by every run.
+const HostsTag = "hosts"
+
