@@ -32,21 +32,30 @@ func freePort(t *testing.T) int {
 // startEtcd runs the real etcd built by `make tools` on loopback and returns its client URL.
 func startEtcd(t *testing.T) string {
 	t.Helper()
+	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	url, _ := startMember(t, "m1", peer, "m1="+peer)
+	return url
+}
+
+// startMember runs member name of the cluster initialCluster (name=peer-URL
+// pairs) and returns its client URL and a function that kills it.
+func startMember(t *testing.T, name, peer, initialCluster string) (string, func()) {
+	t.Helper()
 	assets, err := testenv.AssetsDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	cmd := exec.Command(filepath.Join(assets, "etcd"), "--name=m1", "--data-dir="+t.TempDir(),
+	cmd := exec.Command(filepath.Join(assets, "etcd"), "--name="+name, "--data-dir="+t.TempDir(),
 		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=m1="+peer)
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster="+initialCluster)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return client
+	kill := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	t.Cleanup(kill)
+	return client, kill
 }
 
 func TestEtcdProbeReportsHealthLeaderAndQuorum(t *testing.T) {
@@ -118,5 +127,53 @@ func TestEtcdProbeListsMembersTheSpecDoesNot(t *testing.T) {
 	}
 	if m := h.Members[1]; m.Healthy || !strings.HasPrefix(m.Message, "not a member of the cluster: ") {
 		t.Errorf("a probed host the cluster does not list: %+v", m)
+	}
+}
+
+// TestAMemberWithoutALeaderIsNotHealthy probes the surviving member of a
+// two-member cluster whose other member died, as kao does when a spec names
+// only the surviving host of a cluster that lost its quorum: the member
+// answers, but has no leader, so it is not healthy and the cluster has no
+// quorum: kao's runs wait (RunHeldQuorumLost).
+func TestAMemberWithoutALeaderIsNotHealthy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the etcd binary from make tools")
+	}
+	p1, p2 := fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	cluster := "m1=" + p1 + ",m2=" + p2
+	url, _ := startMember(t, "m1", p1, cluster)
+	url2, kill2 := startMember(t, "m2", p2, cluster)
+	probeUntil := func(what string, ok func(EtcdHealth) bool) EtcdHealth {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			h := Etcd{}.Etcd(context.Background(), map[string]string{"m1": url, "m2": url2}, nil, nil)
+			if ok(h) {
+				return h
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v", what, h)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	probeUntil("both members healthy with a leader", func(h EtcdHealth) bool { return h.Healthy == 2 && h.Leader != "" })
+
+	kill2()
+	deadline := time.Now().Add(30 * time.Second)
+	var h EtcdHealth
+	for time.Now().Before(deadline) {
+		h = Etcd{}.Etcd(context.Background(), map[string]string{"m1": url}, nil, nil)
+		if len(h.Members) > 0 && strings.Contains(h.Members[0].Message, "no leader") {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if h.Healthy != 0 || h.HasQuorum() || h.Leader != "" {
+		t.Fatalf("a member that follows no leader counts as healthy: %+v", h)
+	}
+	// etcd says so itself in the status it answers with.
+	if !strings.Contains(h.Members[0].Message, "no leader") {
+		t.Errorf("the member's message does not say why: %+v", h)
 	}
 }
