@@ -483,10 +483,12 @@ func quorumLost(kd *kaov1.KarmadaDeployment) string {
 // condition says why and what to do, a Warning Event tells once, and the
 // deployment is probed on, so the run starts once a quorum answers again.
 func (r *Reconciler) recordHeldForQuorum(ctx context.Context, kd *kaov1.KarmadaDeployment, why string) ctrl.Result {
-	msg := pipeline.TruncateString(fmt.Sprintf("a run is due but held: etcd has lost its quorum (%s), so a run would fail at etcd "+
+	// The way out comes first: a long finding is what gets cut.
+	msg := pipeline.TruncateString("a run is due but held: etcd has lost its quorum, so a run would fail at etcd "+
 		"and could make things worse. It starts once a quorum answers again: start the members whose hosts are up "+
-		"(systemctl start karmada-etcd). If the members are gone for good: keep one surviving etcd host in spec.hosts, name the others in spec.lostHosts, restore the latest snapshot onto it with an "+
-		"EtcdRestore, then give the etcd role to three hosts again (docs/disaster-recovery.md)", why), 1024)
+		"(systemctl start karmada-etcd). If the members are gone for good: keep one surviving etcd host in spec.hosts, "+
+		"name the others in spec.lostHosts, restore the latest snapshot onto it with an EtcdRestore, then give the "+
+		"etcd role to three hosts again (docs/disaster-recovery.md). etcd: "+why, 1024)
 	if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Reason != kaov1.RunHeldQuorumLostReason {
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, kaov1.RunHeldQuorumLostReason, "Run", "%s", msg)
 	}

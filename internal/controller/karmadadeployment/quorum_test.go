@@ -1,106 +1,52 @@
 package karmadadeployment
 
 import (
-	"context"
-	"crypto/tls"
-	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	ctrl "sigs.k8s.io/controller-runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
-	"github.com/kao-io/kao/internal/controller/controllertest"
-	"github.com/kao-io/kao/internal/controller/pipeline"
 	"github.com/kao-io/kao/internal/probe"
-	"github.com/kao-io/kao/internal/runner"
-	"github.com/kao-io/kao/internal/testenv"
 )
 
-// quorumSwitch is an EtcdProber whose members all answer, or, while lost
-// is set, only the first of them (no quorum, no leader).
-type quorumSwitch struct{ lost atomic.Bool }
-
-func (q *quorumSwitch) Etcd(_ context.Context, members map[string]string, _ *tls.Config, _ probe.Dialer) probe.EtcdHealth {
-	h := probe.EtcdHealth{}
-	first := true
-	for name, url := range members {
-		up := !q.lost.Load() || first
-		m := probe.EtcdMember{Name: name, Endpoint: url, Healthy: up}
-		if !up {
+// TestRunsWaitOnlyForALostQuorumOfAnInstalledBinaryEtcd: the hold applies to
+// a Binary deployment with managed etcd, installed once, whose last probe
+// found the quorum lost; not to one whose members are merely unhealthy, not
+// to a first install (its run is what starts etcd), not to Containerized
+// mode. TestRestoreAfterQuorumLoss (test/e2e) holds a real run.
+func TestRunsWaitOnlyForALostQuorumOfAnInstalledBinaryEtcd(t *testing.T) {
+	withEtcd := func(h probe.EtcdHealth, change func(*kaov1.KarmadaDeployment)) *kaov1.KarmadaDeployment {
+		kd := upgradeFixture()
+		kd.Status.LastSuccessfulRunTime = &metav1.Time{}
+		recordEtcdHealth(kd, h)
+		change(kd)
+		return kd
+	}
+	member := func(name string, healthy bool) probe.EtcdMember {
+		m := probe.EtcdMember{Name: name, Healthy: healthy}
+		if !healthy {
 			m.Message = "no answer within 3s"
 		}
-		if up && !q.lost.Load() && first {
-			m.Leader, h.Leader = true, name
-		}
-		if up {
-			h.Healthy++
-		}
-		first = false
-		h.Members = append(h.Members, m)
+		return m
 	}
-	return h
-}
+	lost := probe.EtcdHealth{Members: []probe.EtcdMember{member("node1", true), member("node2", false), member("node3", false)}, Healthy: 1}
+	degraded := probe.EtcdHealth{Members: []probe.EtcdMember{member("node1", true), member("node2", true), member("node3", false)}, Healthy: 2, Leader: "node1"}
+	unchanged := func(*kaov1.KarmadaDeployment) {}
 
-// TestRunsWaitForEtcdsQuorum installs a deployment whose etcd then loses its
-// quorum: a spec change starts no run; PlaybookSucceeded says the run is
-// held and what to do, with a Warning Event. Once the members answer again
-// the held run starts by itself and succeeds.
-func TestRunsWaitForEtcdsQuorum(t *testing.T) {
-	controllertest.RequireEnv(t)
-	ns := controllertest.NewNamespace(t)
-	etcd := &quorumSwitch{}
-	var runs atomic.Int32
-	succeed := func(_ context.Context, spec runner.Spec) (*runner.Result, error) {
-		runs.Add(1)
-		now := time.Now()
-		return &runner.Result{ID: spec.ID, Playbook: spec.Playbook, Outcome: runner.Succeeded, StartTime: now, EndTime: now}, nil
+	if why := quorumLost(withEtcd(lost, unchanged)); why == "" || !meta.IsStatusConditionFalse(withEtcd(lost, unchanged).Status.Conditions, kaov1.EtcdHealthyCondition) {
+		t.Errorf("1 of 3 members: no hold (%q)", why)
+	} else if want := "1/3 members healthy, quorum lost: node2: no answer within 3s; node3: no answer within 3s"; why != want {
+		t.Errorf("the hold says %q, want the probe's finding %q", why, want)
 	}
-	controllertest.Env.StartManager(t, controllertest.Scheme, ns, func(mgr ctrl.Manager) error {
-		r := &Reconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kao"),
-			InClusterConfig: mgr.GetConfig(), Run: succeed, EtcdProber: etcd,
-			Options: pipeline.Options{StateDir: testenv.StateDir(t), PlaybookDir: controllertest.PlaybookDir(), ArtifactsDir: controllertest.CRDBundle,
-				Policy: controllertest.TestPolicy, ProbeInterval: time.Second},
-		}
-		return r.SetupWithManager(mgr)
-	})
-	kd := newDeploymentWith(t, ns, "quorum", func(*kaov1.KarmadaDeployment) {})
-	succeeded := func(kd *kaov1.KarmadaDeployment) bool {
-		return kd.Status.LastRun != nil && kd.Status.LastRun.Result == kaov1.RunSucceeded && kd.Status.LastRun.Generation == kd.Generation
-	}
-	controllertest.WaitFor(t, kd, time.Minute, "the install", succeeded)
-
-	etcd.lost.Store(true)
-	controllertest.WaitFor(t, kd, 30*time.Second, "EtcdHealthy to report the quorum lost", func(kd *kaov1.KarmadaDeployment) bool {
-		c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.EtcdHealthyCondition)
-		return c != nil && c.Reason == kaov1.EtcdQuorumLostReason
-	})
-	before := runs.Load()
-	update(t, kd, func(cur *kaov1.KarmadaDeployment) {
-		cur.Spec.APIServer.ExtraArgs = append(cur.Spec.APIServer.ExtraArgs, kaov1.Arg{Name: "v", Value: "2"})
-	})
-	held := controllertest.WaitFor(t, kd, 30*time.Second, "the run held", func(kd *kaov1.KarmadaDeployment) bool {
-		c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.PlaybookSucceededCondition)
-		return c != nil && c.Reason == kaov1.RunHeldQuorumLostReason
-	})
-	c := meta.FindStatusCondition(held.Status.Conditions, kaov1.PlaybookSucceededCondition)
-	for _, want := range []string{"quorum lost", "spec.lostHosts", "EtcdRestore", "docs/disaster-recovery.md"} {
-		if !strings.Contains(c.Message, want) {
-			t.Errorf("the held run's condition does not say %q: %q", want, c.Message)
+	for name, kd := range map[string]*kaov1.KarmadaDeployment{
+		"2 of 3 members":   withEtcd(degraded, unchanged),
+		"a first install":  withEtcd(lost, func(kd *kaov1.KarmadaDeployment) { kd.Status.LastSuccessfulRunTime = nil }),
+		"Containerized":    withEtcd(lost, func(kd *kaov1.KarmadaDeployment) { kd.Spec.Mode = kaov1.ContainerizedMode }),
+		"an external etcd": withEtcd(lost, func(kd *kaov1.KarmadaDeployment) { kd.Spec.Etcd = kaov1.EtcdSpec{External: &kaov1.ExternalEtcd{}} }),
+	} {
+		if why := quorumLost(kd); why != "" {
+			t.Errorf("%s: runs held (%q)", name, why)
 		}
 	}
-	ev := waitForEvent(t, kd, kaov1.RunHeldQuorumLostReason)
-	if ev.Type != "Warning" {
-		t.Errorf("the held run's Event is %s, want Warning", ev.Type)
-	}
-	time.Sleep(3 * time.Second) // three probe intervals: nothing may start meanwhile
-	if n := runs.Load(); n != before {
-		t.Fatalf("%d runs started while etcd had no quorum", n-before)
-	}
-
-	etcd.lost.Store(false)
-	controllertest.WaitFor(t, kd, 30*time.Second, "the held run, once etcd answers", succeeded)
 }
