@@ -395,7 +395,7 @@ func localBackup(t *testing.T, kd *kaov1.KarmadaDeployment, name string) *kaov1.
 	if err := k8s.Create(context.Background(), eb); err != nil {
 		t.Fatal(err)
 	}
-	snap := waitForBackup(t, eb, 3*time.Minute).Status.LastSnapshot
+	snap := waitForBackup(t, eb).Status.LastSnapshot
 	if snap.Revision == 0 {
 		t.Errorf("snapshot %s holds revision 0: %+v", snap.Name, snap)
 	}

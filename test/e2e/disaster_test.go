@@ -209,7 +209,7 @@ func TestRestoreAfterQuorumLoss(t *testing.T) {
 	if err := k8s.Create(ctx, eb); err != nil {
 		t.Fatal(err)
 	}
-	waitForBackup(t, eb, 3*time.Minute)
+	waitForBackup(t, eb)
 	kubectl("create", "configmap", "after-backup", "-n", "dr-quorum", "--from-literal=written=after-the-backup")
 
 	// Two members die at once.
@@ -263,7 +263,7 @@ func TestRestoreAfterQuorumLoss(t *testing.T) {
 	if out := kubectl("get", "configmap", "before-backup", "-n", "dr-quorum", "-o", "jsonpath={.data.written}"); out != "before-the-backup" {
 		t.Errorf("the object written before the backup reads %q", out)
 	}
-	if out, err := karmadaKubectlErr(t, kd, "get", "configmap", "after-backup", "-n", "dr-quorum"); err == nil {
+	if out, err := karmadaKubectlErr(t, get(t, kd), "get", "configmap", "after-backup", "-n", "dr-quorum"); err == nil {
 		t.Errorf("the object written after the backup survived the restore: %s", out)
 	}
 

@@ -165,7 +165,7 @@ func backupWithoutLeader(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeplo
 	if err := k8s.Create(ctx, next); err != nil {
 		t.Fatal(err)
 	}
-	waitForBackup(t, next, 3*time.Minute)
+	waitForBackup(t, next)
 }
 
 // createSSHSecret stores the test hosts' SSH key and known_hosts.

@@ -12,16 +12,18 @@ import (
 // longestFirst ranks the package's long tests by their time in CI on the
 // 2-core machine (2026-11-27), longest first. Started in this order, the
 // short ones fill the lanes at the end; in source order the last long test
-// ran alone for some ten minutes while the other lane stood idle.
+// ran alone for some ten minutes while the other lane stood idle. go test's
+// time of a test includes its wait here for a lane.
 var longestFirst = []string{
 	"TestBinaryInstall",                      // about 1450 s
 	"TestContainerizedOnRealPods",            // about 1100 s
 	"TestBinaryUpgrade",                      // about 970 s
 	"TestInstallFaults",                      // about 750 s
+	"TestRestoreAfterQuorumLoss",             // about 740 s beside two others
 	"TestEtcdScale",                          // about 480 s
-	"TestReplaceADeadHost",                   // new: about 400 s alone
 	"TestContainerizedInstall",               // about 380 s
 	"TestContainerizedEtcdChoicesOnRealPods", // about 360 s
+	"TestReplaceADeadHost",                   // about 340 s beside two others
 	"TestChurn",                              // about 290 s
 }
 

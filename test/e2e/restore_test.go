@@ -70,7 +70,7 @@ func backupAndRestore(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployme
 	if err := k8s.Create(ctx, eb); err != nil {
 		t.Fatal(err)
 	}
-	backedUp := waitForBackup(t, eb, 3*time.Minute)
+	backedUp := waitForBackup(t, eb)
 	snap := backedUp.Status.LastSnapshot
 	t.Logf("snapshot %s: revision %d, %s", snap.Name, snap.Revision, snap.Size.String())
 	checkBackupMetrics(t, eb)
@@ -422,10 +422,13 @@ func waitForRestore(t testing.TB, er *kaov1.EtcdRestore, timeout time.Duration) 
 	}
 }
 
+// backupWait bounds waitForBackup: a snapshot of a test's etcd takes seconds.
+const backupWait = 3 * time.Minute
+
 // waitForBackup waits for a backup's first snapshot.
-func waitForBackup(t testing.TB, eb *kaov1.EtcdBackup, timeout time.Duration) *kaov1.EtcdBackup {
+func waitForBackup(t testing.TB, eb *kaov1.EtcdBackup) *kaov1.EtcdBackup {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(backupWait)
 	for {
 		cur := &kaov1.EtcdBackup{}
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(eb), cur); err != nil {
@@ -439,7 +442,7 @@ func waitForBackup(t testing.TB, eb *kaov1.EtcdBackup, timeout time.Duration) *k
 			t.Fatalf("the backup failed: %s", c.Message)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no snapshot within %s: %+v", timeout, cur.Status)
+			t.Fatalf("no snapshot within %s: %+v", backupWait, cur.Status)
 		}
 		time.Sleep(time.Second)
 	}

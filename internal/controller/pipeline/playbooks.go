@@ -30,4 +30,3 @@ const (
 // drift check runs only these: what was changed by hand is on the hosts;
 // Karmada's objects, members and addons are applied again by every run.
 const HostsTag = "hosts"
-
