@@ -63,6 +63,10 @@ func (e *Env) StartManager(t testing.TB, scheme *runtime.Scheme, ns string, setu
 	return StartManagerAs(t, e.Config, scheme, []string{ns}, setup)
 }
 
+// shutdownGrace bounds how long a test's manager waits for its runnables to
+// end when it stops.
+const shutdownGrace = 2 * time.Minute
+
 // StartManagerAs is StartManager for a manager that reaches the API server
 // with cfg (a user with only some permissions) and watches namespaces, or
 // every namespace when there are none.
@@ -76,13 +80,19 @@ func StartManagerAs(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme, name
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
+	// A test's manager stops at its end; on a machine loaded by the rest of
+	// the suite a probe or a run in flight took longer than
+	// controller-runtime's default 30 s to end (TestBadInputCorpus failed so
+	// once in CI). A runnable that never stops still fails the test.
+	grace := shutdownGrace
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cacheOpts,
-		Logger:                 ctrl.Log.WithName(loggerName(namespaces)),
-		Controller:             config.Controller{SkipNameValidation: &skipNameValidation},
+		GracefulShutdownTimeout: &grace,
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		Cache:                   cacheOpts,
+		Logger:                  ctrl.Log.WithName(loggerName(namespaces)),
+		Controller:              config.Controller{SkipNameValidation: &skipNameValidation},
 	})
 	if err != nil {
 		t.Fatal(err)
