@@ -136,9 +136,6 @@ func TestEtcdProbeListsMembersTheSpecDoesNot(t *testing.T) {
 // answers, but has no leader, so it is not healthy and the cluster has no
 // quorum: kao's runs wait (RunHeldQuorumLost).
 func TestAMemberWithoutALeaderIsNotHealthy(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs the etcd binary from make tools")
-	}
 	p1, p2 := fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	cluster := "m1=" + p1 + ",m2=" + p2
 	url, _ := startMember(t, "m1", p1, cluster)
