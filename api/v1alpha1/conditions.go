@@ -40,8 +40,14 @@ const (
 	EtcdMembersHealthyReason = "MembersHealthy"
 	// EtcdMembersUnhealthyReason means some members did not answer but quorum holds.
 	EtcdMembersUnhealthyReason = "MembersUnhealthy"
-	// EtcdQuorumLostReason means too few members answered to keep quorum.
+	// EtcdQuorumLostReason means too few members answered to keep quorum,
+	// and the hosts of too many of the others did not answer either.
 	EtcdQuorumLostReason = "QuorumLost"
+	// EtcdQuorumLostMembersStoppedReason means too few members answered to
+	// keep quorum, but etcd only stopped on enough of the others' hosts (they
+	// refuse the connection): starting it there, as a run does, brings the
+	// quorum back.
+	EtcdQuorumLostMembersStoppedReason = "QuorumLostMembersStopped"
 )
 
 // MembersReadyCondition says every member cluster in spec is joined and Ready.

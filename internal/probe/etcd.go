@@ -6,11 +6,14 @@ package probe
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -56,6 +59,12 @@ type EtcdMember struct {
 	// DBSize is the size of the member's database file in bytes, when it
 	// answered.
 	DBSize int64
+	// Stopped is true for an unhealthy member whose host refused the
+	// connection to its client port: the host is up and etcd is not
+	// running there, so starting the service would bring the member back
+	// (a run does). A member that does not answer at all may be on a dead
+	// host, and is not Stopped.
+	Stopped bool
 	// Message says why an unhealthy member is unhealthy.
 	Message string
 }
@@ -77,6 +86,23 @@ func (h EtcdHealth) HasQuorum() bool {
 		}
 	}
 	return h.Healthy > voters/2
+}
+
+// StartingRegainsQuorum tells whether the healthy members and the stopped
+// ones (up hosts whose etcd is not running) are together a majority of the
+// voters: then starting etcd where it stopped gives the cluster its quorum
+// back, and a run may go ahead to do so.
+func (h EtcdHealth) StartingRegainsQuorum() bool {
+	voters, stopped := 0, 0
+	for _, m := range h.Members {
+		if !m.Learner {
+			voters++
+			if m.Stopped {
+				stopped++
+			}
+		}
+	}
+	return h.Healthy+stopped > voters/2
 }
 
 // Summary is healthy/total, for example 2/3.
@@ -268,12 +294,16 @@ func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config,
 	cli, err := dial(ctx, endpoint, tlsConfig, via)
 	if err != nil {
 		m.Message = err.Error()
+		m.Stopped = refused(endpoint, via)
 		return m, 0
 	}
 	defer func() { _ = cli.Close() }()
 	st, err := cli.Status(ctx, endpoint)
 	if err != nil {
 		m.Message = describeEtcdError(err, timeoutFor(via))
+		if m.Stopped = refused(endpoint, via); m.Stopped {
+			m.Message = "etcd is not running: its host refused the connection to " + endpoint
+		}
 		return m, 0
 	}
 	m.Healthy = true
@@ -284,6 +314,30 @@ func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config,
 		m.Message = strings.Join(st.Errors, "; ")
 	}
 	return m, st.Leader
+}
+
+// refusedTimeout bounds the connection attempt that tells a stopped member
+// from a dead host.
+const refusedTimeout = time.Second
+
+// refused tells whether the host of a member's client URL refuses a TCP
+// connection to it: the host answered, and nothing listens on the port.
+// Members reached over a dialer (a port-forward) are never judged so: the
+// forward's own errors say nothing of the host.
+func refused(endpoint string, via Dialer) bool {
+	if via != nil {
+		return false
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, refusedTimeout)
+	if err == nil {
+		_ = conn.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 func describeEtcdError(err error, timeout time.Duration) string {

@@ -174,3 +174,44 @@ func TestAMemberWithoutALeaderIsNotHealthy(t *testing.T) {
 		t.Errorf("the member's message does not say why: %+v", h)
 	}
 }
+
+// TestAStoppedMemberIsToldFromASilentOne: a member whose host refuses the
+// connection (up, etcd not running) is Stopped, and starting it regains the
+// quorum of a cluster whose other member answers nothing; a member whose
+// host takes the connection and never answers (hung, or something else
+// listening) is not Stopped, nor is one on an address nothing answers from.
+func TestAStoppedMemberIsToldFromASilentOne(t *testing.T) {
+	stopped := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer func() { _ = c.Close() }() // held open, never answered
+		}
+	}()
+	silent := "http://" + l.Addr().String()
+	h := Etcd{}.Etcd(context.Background(), map[string]string{"a-stopped": stopped, "b-silent": silent}, nil, nil)
+	if len(h.Members) != 2 || h.Healthy != 0 {
+		t.Fatalf("two unhealthy members, got %+v", h)
+	}
+	if m := h.Members[0]; !m.Stopped || !strings.Contains(m.Message, "etcd is not running") {
+		t.Errorf("the member whose host refuses: %+v", m)
+	}
+	if m := h.Members[1]; m.Stopped || !strings.Contains(m.Message, "no answer within") {
+		t.Errorf("the member whose host takes the connection and says nothing: %+v", m)
+	}
+	if h.HasQuorum() || h.StartingRegainsQuorum() {
+		t.Errorf("1 stopped of 2 voters is no majority: %+v", h)
+	}
+	one := Etcd{}.Etcd(context.Background(), map[string]string{"a-stopped": stopped}, nil, nil)
+	if one.HasQuorum() || !one.StartingRegainsQuorum() {
+		t.Errorf("a single member stopped on an up host: starting it regains the quorum: %+v", one)
+	}
+}
