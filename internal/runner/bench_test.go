@@ -75,3 +75,54 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 	fmt.Printf("runner overhead: direct %.2fs/run, runner %.2fs/run, ratio %.3f (goal <= 1.05)\n",
 		direct.Seconds()/float64(b.N), viaRunner.Seconds()/float64(b.N), ratio)
 }
+
+// BenchmarkControllerCPU runs a playbook whose three local hosts spend their
+// time in their tasks (each sleeps), as a run's hosts do, under Ansible's
+// default internal_poll_interval (1 ms) and under the ansible.cfg kao
+// writes, alternating, and reports the ratio of the CPU time the runs cost
+// (ansible-playbook and its workers and modules): kao's over the default.
+//
+//	go test -run '^$' -bench ControllerCPU -benchtime 3x ./internal/runner/
+func BenchmarkControllerCPU(b *testing.B) {
+	base, err := os.MkdirTemp("/tmp", "kao-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = os.RemoveAll(base) }()
+	var pb strings.Builder
+	pb.WriteString("- name: Waiting hosts\n  hosts: all\n  gather_facts: false\n  tasks:\n")
+	for i := 0; i < 5; i++ {
+		fmt.Fprintf(&pb, "    - name: Bench | Wait %d\n      ansible.builtin.command: sleep 2\n      changed_when: false\n", i)
+	}
+	pbPath := filepath.Join(base, "wait.yml")
+	inv, groups := localInventory("h1", "h2", "h3")
+	invPath := filepath.Join(base, "hosts.json")
+	kaoCfg := filepath.Join(base, "kao.cfg")
+	defaultCfg := filepath.Join(base, "default.cfg")
+	for path, data := range map[string][]byte{
+		pbPath: []byte(pb.String()), invPath: inv,
+		kaoCfg:     ansibleConfig(&Spec{ID: "bench", Groups: groups}, "", filepath.Join(base, "known_hosts"), base),
+		defaultCfg: []byte("[defaults]\nforks = 3\ngathering = explicit\n"),
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := func(cfg string) time.Duration {
+		cmd := exec.Command("ansible-playbook", "-i", invPath, pbPath)
+		cmd.Env = append(os.Environ(), "ANSIBLE_CONFIG="+cfg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("ansible-playbook: %v\n%s", err, out)
+		}
+		return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	var withDefault, withKao time.Duration
+	for i := 0; i < b.N; i++ {
+		withDefault += cpu(defaultCfg)
+		withKao += cpu(kaoCfg)
+	}
+	ratio := float64(withKao) / float64(withDefault)
+	b.ReportMetric(ratio, "kao/default-cpu")
+	fmt.Printf("CPU of a run whose hosts wait 10 s: Ansible's default %.2fs/run, kao's ansible.cfg %.2fs/run, ratio %.2f\n",
+		withDefault.Seconds()/float64(b.N), withKao.Seconds()/float64(b.N), ratio)
+}
