@@ -40,14 +40,12 @@ const (
 	EtcdMembersHealthyReason = "MembersHealthy"
 	// EtcdMembersUnhealthyReason means some members did not answer but quorum holds.
 	EtcdMembersUnhealthyReason = "MembersUnhealthy"
-	// EtcdQuorumLostReason means too few members answered to keep quorum,
-	// and the hosts of too many of the others did not answer either.
+	// EtcdQuorumLostReason means too few members answered to keep quorum.
 	EtcdQuorumLostReason = "QuorumLost"
-	// EtcdQuorumLostMembersStoppedReason means too few members answered to
-	// keep quorum, but etcd only stopped on enough of the others' hosts (they
-	// refuse the connection): starting it there, as a run does, brings the
-	// quorum back.
-	EtcdQuorumLostMembersStoppedReason = "QuorumLostMembersStopped"
+	// EtcdAllMembersStoppedReason means etcd runs on none of the members'
+	// hosts: each host is up and refuses the connection to its member, so
+	// starting etcd there, as a run does, brings the cluster back.
+	EtcdAllMembersStoppedReason = "AllMembersStopped"
 )
 
 // MembersReadyCondition says every member cluster in spec is joined and Ready.

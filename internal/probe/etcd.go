@@ -88,21 +88,23 @@ func (h EtcdHealth) HasQuorum() bool {
 	return h.Healthy > voters/2
 }
 
-// StartingRegainsQuorum tells whether the healthy members and the stopped
-// ones (up hosts whose etcd is not running) are together a majority of the
-// voters: then starting etcd where it stopped gives the cluster its quorum
-// back, and a run may go ahead to do so.
-func (h EtcdHealth) StartingRegainsQuorum() bool {
-	voters, stopped := 0, 0
+// AllStopped tells whether etcd runs on none of the members' hosts: every
+// voter is Stopped (its host up, refusing the connection), so none answers,
+// none is silent, and none runs without a quorum. Starting them, as a run
+// does before anything else touches etcd, is then safe: no running member
+// would be restarted or asked to change the membership meanwhile.
+func (h EtcdHealth) AllStopped() bool {
+	voters := 0
 	for _, m := range h.Members {
-		if !m.Learner {
-			voters++
-			if m.Stopped {
-				stopped++
-			}
+		if m.Learner {
+			continue
+		}
+		voters++
+		if !m.Stopped {
+			return false
 		}
 	}
-	return h.Healthy+stopped > voters/2
+	return voters > 0
 }
 
 // Summary is healthy/total, for example 2/3.
@@ -294,7 +296,6 @@ func statusOf(ctx context.Context, name, endpoint string, tlsConfig *tls.Config,
 	cli, err := dial(ctx, endpoint, tlsConfig, via)
 	if err != nil {
 		m.Message = err.Error()
-		m.Stopped = refused(endpoint, via)
 		return m, 0
 	}
 	defer func() { _ = cli.Close() }()

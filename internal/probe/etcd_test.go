@@ -176,10 +176,10 @@ func TestAMemberWithoutALeaderIsNotHealthy(t *testing.T) {
 }
 
 // TestAStoppedMemberIsToldFromASilentOne: a member whose host refuses the
-// connection (up, etcd not running) is Stopped, and starting it regains the
-// quorum of a cluster whose other member answers nothing; a member whose
-// host takes the connection and never answers (hung, or something else
-// listening) is not Stopped, nor is one on an address nothing answers from.
+// connection (up, etcd not running) is Stopped; a member whose host takes the
+// connection and never answers (hung, or something else listening) is not.
+// Only a cluster whose every voter is Stopped is AllStopped: a run may start
+// it, as nothing of it runs.
 func TestAStoppedMemberIsToldFromASilentOne(t *testing.T) {
 	stopped := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -207,11 +207,11 @@ func TestAStoppedMemberIsToldFromASilentOne(t *testing.T) {
 	if m := h.Members[1]; m.Stopped || !strings.Contains(m.Message, "no answer within") {
 		t.Errorf("the member whose host takes the connection and says nothing: %+v", m)
 	}
-	if h.HasQuorum() || h.StartingRegainsQuorum() {
-		t.Errorf("1 stopped of 2 voters is no majority: %+v", h)
+	if h.HasQuorum() || h.AllStopped() {
+		t.Errorf("one member stopped, one silent: neither quorum nor all stopped: %+v", h)
 	}
 	one := Etcd{}.Etcd(context.Background(), map[string]string{"a-stopped": stopped}, nil, nil)
-	if one.HasQuorum() || !one.StartingRegainsQuorum() {
-		t.Errorf("a single member stopped on an up host: starting it regains the quorum: %+v", one)
+	if one.HasQuorum() || !one.AllStopped() {
+		t.Errorf("a single member stopped on an up host: all stopped: %+v", one)
 	}
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -79,7 +80,7 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 // BenchmarkControllerCPU runs a playbook whose three local hosts spend their
 // time in their tasks (each sleeps), as a run's hosts do, under Ansible's
 // default internal_poll_interval (1 ms) and under the ansible.cfg kao
-// writes, alternating, and reports the ratio of the CPU time the runs cost
+// writes (10 ms, every other setting the same), alternating, and reports the ratio of the CPU time the runs cost
 // (ansible-playbook and its workers and modules): kao's over the default.
 //
 //	go test -run '^$' -bench ControllerCPU -benchtime 3x ./internal/runner/
@@ -98,11 +99,16 @@ func BenchmarkControllerCPU(b *testing.B) {
 	inv, groups := localInventory("h1", "h2", "h3")
 	invPath := filepath.Join(base, "hosts.json")
 	kaoCfg := filepath.Join(base, "kao.cfg")
+	// The baseline is kao's ansible.cfg with Ansible's default interval.
+	cfg := ansibleConfig(&Spec{ID: "bench", Groups: groups}, "", filepath.Join(base, "known_hosts"), base)
+	if !bytes.Contains(cfg, []byte("internal_poll_interval = "+internalPollInterval)) {
+		b.Fatalf("ansible.cfg does not set internal_poll_interval:\n%s", cfg)
+	}
 	defaultCfg := filepath.Join(base, "default.cfg")
 	for path, data := range map[string][]byte{
 		pbPath: []byte(pb.String()), invPath: inv,
-		kaoCfg:     ansibleConfig(&Spec{ID: "bench", Groups: groups}, "", filepath.Join(base, "known_hosts"), base),
-		defaultCfg: []byte("[defaults]\nforks = 3\ngathering = explicit\n"),
+		kaoCfg:     cfg,
+		defaultCfg: bytes.Replace(cfg, []byte("internal_poll_interval = "+internalPollInterval), []byte("internal_poll_interval = 0.001"), 1),
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			b.Fatal(err)

@@ -53,10 +53,10 @@ func ansibleConfig(spec *Spec, keyPath, knownHosts, controlDir string) []byte {
 		line("fact_caching_timeout = 86400")
 	}
 	// The main process looks for finished tasks every internal_poll_interval
-	// seconds while its workers run: Ansible's 1 ms makes a run that waits on
-	// its hosts cost a tenth of a core by itself. 10 ms halves the run's own
-	// CPU while it waits, for about 5 ms more per task
-	// (BenchmarkControllerCPU).
+	// seconds while its workers run: Ansible's 1 ms has it poll hundreds of
+	// times a second while the hosts work. 10 ms costs a run whose hosts
+	// wait 8 to 15% less CPU (BenchmarkControllerCPU), for some milliseconds
+	// more per task.
 	line("internal_poll_interval = %s", internalPollInterval)
 	line("retry_files_enabled = False")
 	line("interpreter_python = auto_silent")

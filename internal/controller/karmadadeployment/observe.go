@@ -375,10 +375,10 @@ func recordEtcdHealth(kd *kaov1.KarmadaDeployment, h probe.EtcdHealth) {
 	case h.HasQuorum():
 		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdMembersUnhealthyReason,
 			pipeline.TruncateString(fmt.Sprintf("%s members healthy, quorum holds: %s", h.Summary(), h.Problems()), 1024))
-	case h.StartingRegainsQuorum():
-		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdQuorumLostMembersStoppedReason,
-			pipeline.TruncateString(fmt.Sprintf("%s members healthy, quorum lost; etcd stopped on hosts that are up, "+
-				"and starting it there (a run does) brings the quorum back: %s", h.Summary(), h.Problems()), 1024))
+	case h.AllStopped():
+		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdAllMembersStoppedReason,
+			pipeline.TruncateString(fmt.Sprintf("%s members healthy: etcd runs on none of its hosts, which are up "+
+				"(each refuses the connection); a run starts it: %s", h.Summary(), h.Problems()), 1024))
 	default:
 		setCondition(kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdQuorumLostReason,
 			pipeline.TruncateString(fmt.Sprintf("%s members healthy, quorum lost: %s", h.Summary(), h.Problems()), 1024))

@@ -13,9 +13,9 @@ import (
 // TestRunsWaitOnlyForALostQuorumOfAnInstalledBinaryEtcd: the hold applies to
 // a Binary deployment with managed etcd, installed once, whose last probe
 // found the quorum lost; not to one whose members are merely unhealthy, not
-// to one whose lost quorum a run brings back (etcd stopped on hosts that are
-// up: TestChurn's hosts, where nothing ever runs etcd, found it), not
-// to a first install (its run is what starts etcd), not to Containerized
+// to one where etcd runs on none of the hosts, all up (a run starts it, and
+// nothing running is restarted meanwhile: TestChurn's stand-in hosts, where
+// nothing ever runs etcd, found it), not to a first install (its run is what starts etcd), not to Containerized
 // mode. TestRestoreAfterQuorumLoss (test/e2e) holds a real run.
 func TestRunsWaitOnlyForALostQuorumOfAnInstalledBinaryEtcd(t *testing.T) {
 	withEtcd := func(h probe.EtcdHealth, change func(*kaov1.KarmadaDeployment)) *kaov1.KarmadaDeployment {
@@ -33,10 +33,10 @@ func TestRunsWaitOnlyForALostQuorumOfAnInstalledBinaryEtcd(t *testing.T) {
 		return m
 	}
 	lost := probe.EtcdHealth{Members: []probe.EtcdMember{member("node1", true), member("node2", false), member("node3", false)}, Healthy: 1}
-	// node2's host refuses the connection: etcd stopped there, and a run
-	// starts it; node3 does not answer at all.
-	startable := probe.EtcdHealth{Members: []probe.EtcdMember{member("node1", true), member("node2", false), member("node3", false)}, Healthy: 1}
-	startable.Members[1].Stopped = true
+	stopped := func(name string) probe.EtcdMember {
+		return probe.EtcdMember{Name: name, Stopped: true, Message: "etcd is not running"}
+	}
+	allStopped := probe.EtcdHealth{Members: []probe.EtcdMember{stopped("node1"), stopped("node2"), stopped("node3")}}
 	degraded := probe.EtcdHealth{Members: []probe.EtcdMember{member("node1", true), member("node2", true), member("node3", false)}, Healthy: 2, Leader: "node1"}
 	unchanged := func(*kaov1.KarmadaDeployment) {}
 
@@ -46,10 +46,10 @@ func TestRunsWaitOnlyForALostQuorumOfAnInstalledBinaryEtcd(t *testing.T) {
 		t.Errorf("the hold says %q, want the probe's finding %q", why, want)
 	}
 	for name, kd := range map[string]*kaov1.KarmadaDeployment{
-		"2 of 3 members": withEtcd(degraded, unchanged),
-		"1 of 3 members, 1 stopped on an up host": withEtcd(startable, unchanged),
+		"2 of 3 members":                     withEtcd(degraded, unchanged),
+		"every member stopped on an up host": withEtcd(allStopped, unchanged),
 		"a single member stopped on an up host": withEtcd(probe.EtcdHealth{
-			Members: []probe.EtcdMember{{Name: "node1", Stopped: true, Message: "etcd is not running"}}}, unchanged),
+			Members: []probe.EtcdMember{stopped("node1")}}, unchanged),
 		"a first install":  withEtcd(lost, func(kd *kaov1.KarmadaDeployment) { kd.Status.LastSuccessfulRunTime = nil }),
 		"Containerized":    withEtcd(lost, func(kd *kaov1.KarmadaDeployment) { kd.Spec.Mode = kaov1.ContainerizedMode }),
 		"an external etcd": withEtcd(lost, func(kd *kaov1.KarmadaDeployment) { kd.Spec.Etcd = kaov1.EtcdSpec{External: &kaov1.ExternalEtcd{}} }),
@@ -58,15 +58,20 @@ func TestRunsWaitOnlyForALostQuorumOfAnInstalledBinaryEtcd(t *testing.T) {
 			t.Errorf("%s: runs held (%q)", name, why)
 		}
 	}
-	c := meta.FindStatusCondition(withEtcd(startable, unchanged).Status.Conditions, kaov1.EtcdHealthyCondition)
-	if c.Status != metav1.ConditionFalse || c.Reason != kaov1.EtcdQuorumLostMembersStoppedReason {
-		t.Errorf("a quorum a run can bring back: %+v", c)
+	c := meta.FindStatusCondition(withEtcd(allStopped, unchanged).Status.Conditions, kaov1.EtcdHealthyCondition)
+	if c.Status != metav1.ConditionFalse || c.Reason != kaov1.EtcdAllMembersStoppedReason {
+		t.Errorf("etcd stopped on every host: %+v", c)
 	}
-	// Stopped members on up hosts that are no majority with the healthy
-	// ones: held.
-	few := probe.EtcdHealth{Members: []probe.EtcdMember{member("node1", false), member("node2", false), member("node3", false)}}
-	few.Members[0].Stopped = true
-	if quorumLost(withEtcd(few, unchanged)) == "" {
-		t.Error("1 of 3 members stopped, 2 silent: no hold")
+	// Held: a member still runs (without a leader: a run would restart it, or
+	// change the membership through it), or a member's host is silent (a new
+	// host that refuses is no proof the others will come back).
+	for name, h := range map[string]probe.EtcdHealth{
+		"one answering without a leader, two stopped": {Members: []probe.EtcdMember{
+			{Name: "node1", Message: "etcdserver: no leader"}, stopped("node2"), stopped("node3")}},
+		"two stopped, one silent": {Members: []probe.EtcdMember{stopped("node1"), stopped("node2"), member("node3", false)}},
+	} {
+		if quorumLost(withEtcd(h, unchanged)) == "" {
+			t.Errorf("%s: no hold", name)
+		}
 	}
 }
