@@ -15,8 +15,8 @@ import (
 // found the quorum lost; not to one whose members are merely unhealthy, not
 // to one where etcd runs on none of the hosts, all up (a run starts it, and
 // nothing running is restarted meanwhile: TestChurn's stand-in hosts, where
-// nothing ever runs etcd, found it), not to a first install (its run is what starts etcd), not to Containerized
-// mode. TestRestoreAfterQuorumLoss (test/e2e) holds a real run.
+// nothing ever runs etcd, found it), not to a first install (its run is
+// what starts etcd), not to Containerized mode. TestRestoreAfterQuorumLoss (test/e2e) holds a real run.
 func TestRunsWaitOnlyForALostQuorumOfAnInstalledBinaryEtcd(t *testing.T) {
 	withEtcd := func(h probe.EtcdHealth, change func(*kaov1.KarmadaDeployment)) *kaov1.KarmadaDeployment {
 		kd := upgradeFixture()
@@ -63,8 +63,8 @@ func TestRunsWaitOnlyForALostQuorumOfAnInstalledBinaryEtcd(t *testing.T) {
 		t.Errorf("etcd stopped on every host: %+v", c)
 	}
 	// Held: a member still runs (without a leader: a run would restart it, or
-	// change the membership through it), or a member's host is silent (a new
-	// host that refuses is no proof the others will come back).
+	// change the membership through it), or a member's host is silent (dead,
+	// perhaps: whether to name it lost and restore is the SRE's call).
 	for name, h := range map[string]probe.EtcdHealth{
 		"one answering without a leader, two stopped": {Members: []probe.EtcdMember{
 			{Name: "node1", Message: "etcdserver: no leader"}, stopped("node2"), stopped("node3")}},
