@@ -26,6 +26,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	bundle "github.com/kao-io/kao/internal/artifacts"
 	"github.com/kao-io/kao/test/hosts"
+	"github.com/kao-io/kao/test/readiness"
 )
 
 // Versions of the upgrade test: both are in the bundle (hack/artifacts.sh).
@@ -72,8 +73,12 @@ var kaoServices = map[string]string{
 // which a Karmada upgrade does not restart): GET /readyz, a list of the
 // Cluster API (served by karmada-aggregated-apiserver, restarted on each
 // host) and a dry-run create of a PropagationPolicy (through
-// karmada-webhook's admission, restarted on each host). Every one must
-// succeed: hosts are taken out of routing before their component restarts.
+// karmada-webhook's admission, restarted on each host). Every list and
+// create must succeed: hosts are taken out of routing before their
+// component restarts. /readyz is judged as a load balancer's health check
+// is: only readiness.Fall failed checks in a row fail the test (a single
+// one came in CI when an etcd read took longer than the check's 2 s on a
+// machine at load 20, with nothing restarting).
 // It also reads each host's karmada-aggregated-apiserver /readyz and checks
 // that no two were ever down in the same sample: one host at a time.
 //
@@ -391,6 +396,11 @@ type upgradeProber struct {
 	mu       sync.Mutex
 	requests map[string]int
 	failures []string
+	// blips are failed /readyz checks fewer than readiness.Fall in a row:
+	// /readyz is a load balancer's health check, which keeps a server in
+	// rotation through them (an etcd read slower than the check's 2 s on
+	// a loaded machine fails one); they are logged, not failures.
+	blips []string
 	// downTogether records samples in which more than one host's
 	// karmada-aggregated-apiserver was not ready.
 	downTogether []string
@@ -450,8 +460,20 @@ func startUpgradeProber(t *testing.T, kd *kaov1.KarmadaDeployment, nodes []hosts
 	}
 	go func() {
 		defer close(p.done)
+		readyzFails := 0 // failed /readyz checks in a row
 		for i := 0; ctx.Err() == nil; i++ {
 			_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			if err != nil {
+				readyzFails++
+			} else {
+				readyzFails = 0
+			}
+			if err != nil && readyzFails < readiness.Fall && ctx.Err() == nil {
+				p.mu.Lock()
+				p.blips = append(p.blips, fmt.Sprintf("%s GET /readyz: %s", time.Now().Format("15:04:05.000"), truncate(err.Error(), 300)))
+				p.mu.Unlock()
+				err = nil
+			}
 			fail("GET /readyz", err)
 			body, err := cs.Discovery().RESTClient().Get().AbsPath("/apis/cluster.karmada.io/v1alpha1/clusters").DoRaw(ctx)
 			if err != nil {
@@ -507,6 +529,9 @@ func (p *upgradeProber) stop(t *testing.T) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t.Logf("the prober sent %v requests through the endpoint and sampled every host's karmada-aggregated-apiserver %d times", p.requests, p.samples)
+	for _, b := range p.blips {
+		t.Logf("a failed /readyz check, fewer than %d in a row (a load balancer keeps the server): %s", readiness.Fall, b)
+	}
 	if p.samples < 100 {
 		t.Errorf("only %d samples: the prober proves nothing", p.samples)
 	}
