@@ -31,12 +31,11 @@ const podsKeyPrefix = "/karmada-pods"
 // TestContainerizedEtcdChoicesOnRealPods installs, on the real node of
 // test/node through a remote host cluster kubeconfig, the etcd choices that
 // TestContainerizedOnRealPods does not take, one after the other in the same
-// host cluster namespace, each a small control plane behind a NodePort:
+// host cluster namespace, each a small control plane behind a NodePort
+// (managed etcd on an EmptyDir is test/incluster's Containerized install):
 //
 //   - managed etcd on a HostPath: its data lands in the node's directory,
 //     and stays there when the deployment is deleted;
-//   - managed etcd on an EmptyDir: a fresh etcd, without the HostPath
-//     deployment's data;
 //   - an external etcd (a real etcd with TLS that the test runs on this
 //     machine, which the pods reach at the machine's address on the node's
 //     route): kao makes no etcd objects, both API servers keep Karmada's
@@ -130,18 +129,6 @@ func TestContainerizedEtcdChoicesOnRealPods(t *testing.T) {
 			t.Errorf("etcd's data left the node's directory with the deletion: %v", err)
 		}
 	}
-
-	ready, kubectl = install("emptydir", kaov1.EtcdSpec{Managed: &kaov1.ManagedEtcd{
-		Replicas: ptr.To(int32(1)), Storage: kaov1.EtcdStorage{Type: kaov1.EmptyDirStorage},
-	}})
-	if v := etcdDataVolume(t, client); v.EmptyDir == nil {
-		t.Errorf("etcd's data volume is %+v, want an emptyDir", v)
-	}
-	if out, err := karmadaKubectlErr(t, ready, "get", "configmap", "kao-e2e-marker", "-n", "default"); err == nil || !strings.Contains(err.Error(), "NotFound") {
-		t.Errorf("the EmptyDir etcd holds the HostPath deployment's ConfigMap (or kubectl failed otherwise): %v: %s", err, out)
-	}
-	kubectl("create", "configmap", "kao-e2e-marker", "-n", "default", "--from-literal=written=on-emptydir")
-	remove(ready)
 
 	ready, kubectl = install("external", kaov1.EtcdSpec{External: &kaov1.ExternalEtcd{
 		Endpoints:            []string{ext.endpoint},

@@ -54,8 +54,10 @@ const (
 // propagated to it by a PropagationPolicy, an invalid policy refused by
 // karmada-webhook, `karmadactl unjoin`); rotates every certificate; joins a
 // member through kao with every addon enabled, then disabled; deletes it,
-// keeping etcd's claims, which a new deployment behind a LoadBalancer
-// takes over with Karmada's data; and deletes that one with its data.
+// keeping etcd's claims; creates a new deployment behind a LoadBalancer,
+// which kao refuses to start on those claims until kao.io/take-over-from
+// names the deleted one, and which then takes them over with Karmada's data;
+// and deletes that one with its data.
 func TestContainerizedOnRealPods(t *testing.T) {
 	longTest(t) // see the package doc: long tests run two at a time, longest first
 	start := time.Now()
@@ -191,21 +193,38 @@ func TestContainerizedOnRealPods(t *testing.T) {
 		t.Errorf("deletion without purgeDataOnDelete must keep etcd's claims %v; left %v", claims, left)
 	}
 
-	// It is exposed by a LoadBalancer this time: the node's allocator gives
-	// the Service an address of its pool, which kube-proxy serves.
+	// A deployment created again in the namespace does not start on the
+	// deleted one's etcd data by accident: it is refused, naming the claims'
+	// owner and the annotation that takes them over, and runs nothing. With
+	// kao.io/take-over-from naming the deleted deployment it takes the
+	// claims over. It is exposed by a LoadBalancer this time: the node's
+	// allocator gives the Service an address of its pool, which kube-proxy
+	// serves.
 	retaken := podsDeployment(ns, "pods-again", "v1.18.1")
-	retaken.Annotations = map[string]string{kaov1.TakeOverFromAnnotation: string(final.UID)}
 	retaken.Spec.Etcd.Managed.PurgeDataOnDelete = true
 	retaken.Spec.APIServer.ServiceType = kaov1.LoadBalancerService
 	phase = time.Now()
 	if err := k8s.Create(ctx, retaken); err != nil {
 		t.Fatal(err)
 	}
+	refused := waitForCondition(t, retaken, kaov1.PlaybookSucceededCondition, metav1.ConditionFalse, kaov1.PrerequisitesMissingReason, 2*time.Minute)
+	if msg := conditionMessage(refused, kaov1.PlaybookSucceededCondition); !strings.Contains(msg, "holds the etcd data of another KarmadaDeployment (uid "+string(final.UID)+")") ||
+		!strings.Contains(msg, kaov1.TakeOverFromAnnotation) {
+		t.Errorf("the refusal does not name the claims' owner and the way out: %q", msg)
+	}
+	if refused.Status.LastRun != nil {
+		t.Errorf("a run started on another deployment's claims: %+v", refused.Status.LastRun)
+	}
+	t.Logf("STEP %-50s %6.1fs", "created over the kept claims: refused", time.Since(phase).Seconds())
+	changeDeployment(t, retaken, func(kd *kaov1.KarmadaDeployment) {
+		kd.Annotations[kaov1.TakeOverFromAnnotation] = string(final.UID)
+	})
+	phase = time.Now()
 	if done := waitForRun(t, retaken, 8*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the install over etcd's claims failed: %+v", done.Status.LastRun)
 	}
 	reinstalled := waitForCondition(t, retaken, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
-	t.Logf("STEP %-50s %6.1fs", "created over the kept claims to Ready", time.Since(phase).Seconds())
+	t.Logf("STEP %-50s %6.1fs", "taken over with the annotation, to Ready", time.Since(phase).Seconds())
 	lb, err := client.CoreV1().Services(podsNamespace).Get(ctx, "karmada-apiserver", metav1.GetOptions{})
 	if err != nil || len(lb.Status.LoadBalancer.Ingress) != 1 {
 		t.Fatalf("the karmada-apiserver LoadBalancer: %v %+v", err, lb.Status)

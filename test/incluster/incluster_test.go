@@ -15,10 +15,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -321,6 +323,19 @@ func containerizedInCluster(t *testing.T, k8s client.Client, ns string) {
 		if !images[agentRegistry+"/"+want] {
 			t.Errorf("no Ready container of %s/%s runs in %s: %v", agentRegistry, want, inClusterNamespace, images)
 		}
+	}
+	// etcd keeps its data in the pod's emptyDir, asking for no claim.
+	sts := &appsv1.StatefulSet{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: inClusterNamespace, Name: "karmada-etcd"}, sts); err != nil {
+		t.Fatal(err)
+	}
+	if len(sts.Spec.VolumeClaimTemplates) != 0 {
+		t.Errorf("the etcd StatefulSet of an EmptyDir etcd asks for claims: %+v", sts.Spec.VolumeClaimTemplates)
+	}
+	if i := slices.IndexFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "data" }); i < 0 {
+		t.Errorf("the etcd StatefulSet has no data volume: %+v", sts.Spec.Template.Spec.Volumes)
+	} else if v := sts.Spec.Template.Spec.Volumes[i]; v.EmptyDir == nil {
+		t.Errorf("etcd's data volume is %+v, want an emptyDir", v)
 	}
 	backUp(t, k8s, ready, "pods-now")
 
