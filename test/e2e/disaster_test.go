@@ -170,116 +170,141 @@ test -n "$id"
 	}
 }
 
-// TestRestoreAfterQuorumLoss loses two of three etcd members at once, as a
-// site losing power to two racks would (docs/disaster-recovery.md): kao says
-// the quorum is lost and holds the SRE's next spec change instead of
-// running it; the documented way out, a restore of the latest snapshot onto
-// the surviving host as a one-member cluster, brings Karmada back with
+// restoreAfterQuorumLoss loses two of three etcd members at once, as a site
+// losing power to two racks would (docs/disaster-recovery.md): kao says the
+// quorum is lost and holds the SRE's next spec change instead of running
+// it; the documented way out, a restore of the latest snapshot onto the
+// surviving host as a one-member cluster, brings Karmada back with
 // everything the snapshot held (and, as documented, without what was
-// written after it), and the etcd role given to two new hosts makes three
+// written after it), and the etcd role given to two more hosts makes three
 // members again.
-func TestRestoreAfterQuorumLoss(t *testing.T) {
-	longTest(t) // see the package doc: long tests run two at a time, longest first
-	dc := hosts.Start(t, 5)
+//
+// It is the last step of TestEtcdScale, on the plane that test ends with:
+// the first host of spec.hosts has every role and survives, the next two
+// have etcd alone and die, and two more are in spec.hosts without roles,
+// their old members removed and wiped when etcd shrank from five members
+// to three: the cluster grows back onto them.
+func restoreAfterQuorumLoss(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	startOperator(t, ns)
-	nodes := dc.Hosts()
-	survivor, lost, fresh := nodes[0], nodes[1:3], nodes[3:5]
-	createSSHSecret(t, ns, "quorum-ssh", dc)
-	kd := binaryDeployment(ns, "quorum", "quorum-ssh", nodes[:3])
-	kd.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
-	for i := 1; i < 3; i++ {
-		kd.Spec.Hosts[i].Roles = []kaov1.HostRole{kaov1.EtcdRole}
-	}
-	if err := k8s.Create(ctx, kd); err != nil {
-		t.Fatal(err)
-	}
-	if done := waitForRun(t, kd, 8*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
-		t.Fatalf("the install failed: %+v", done.Status.LastRun)
-	}
-	ready := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
-	kubectl := karmadaKubectl(t, ready)
-	kubectl("create", "namespace", "dr-quorum")
-	kubectl("create", "configmap", "before-backup", "-n", "dr-quorum", "--from-literal=written=before-the-backup")
-	eb := &kaov1.EtcdBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
-		Spec:       kaov1.EtcdBackupSpec{DeploymentName: kd.Name, Destination: kaov1.BackupDestination{Type: kaov1.LocalDestination}},
-	}
-	if err := k8s.Create(ctx, eb); err != nil {
-		t.Fatal(err)
-	}
-	waitForBackup(t, eb)
-	kubectl("create", "configmap", "after-backup", "-n", "dr-quorum", "--from-literal=written=after-the-backup")
-
-	// Two members die at once.
-	for _, h := range lost {
-		if err := dc.Stop(ctx, h.Name); err != nil {
+	var (
+		survivor    hosts.Host
+		lost, spare []hosts.Host
+	)
+	for i, sh := range get(t, kd).Spec.Hosts {
+		h, err := dc.Host(sh.Name)
+		if err != nil {
 			t.Fatal(err)
 		}
+		switch {
+		case i == 0 && slices.Contains(sh.Roles, kaov1.EtcdRole) && slices.Contains(sh.Roles, kaov1.APIServerRole) &&
+			slices.Contains(sh.Roles, kaov1.ControlPlaneRole):
+			survivor = h
+		case slices.Equal(sh.Roles, []kaov1.HostRole{kaov1.EtcdRole}):
+			lost = append(lost, h)
+		case len(sh.Roles) == 0:
+			spare = append(spare, h)
+		}
 	}
-	died := time.Now()
-	down := waitForCondition(t, kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdQuorumLostReason, 2*time.Minute)
-	t.Logf("EtcdHealthy: %s", conditionMessage(down, kaov1.EtcdHealthyCondition))
-	lastRun := down.Status.LastRun.ID
+	if survivor.Name == "" || len(lost) != 2 || len(spare) != 2 {
+		t.Fatalf("the quorum loss needs the first host with every role, two etcd-only hosts and two without roles; spec.hosts: %+v",
+			get(t, kd).Spec.Hosts)
+	}
 
-	// The SRE's edit: the survivor alone, the dead hosts lost. kao holds the
-	// run it asks for and says what to do.
-	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
-		s.Hosts = s.Hosts[:1]
-		s.LostHosts = []string{lost[0].Name, lost[1].Name}
+	var (
+		eb      *kaov1.EtcdBackup
+		died    time.Time
+		lastRun string
+	)
+	testenv.Step(t, "two of three etcd hosts die after a backup", func(t *testing.T) {
+		ready := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+		// The host the previous step powered off and on may be the
+		// survivor, back so recently that no probe saw it off.
+		waitFor(t, 3*time.Minute, "karmada-apiserver to answer /readyz after the previous step's power cycle", func() bool {
+			out, err := karmadaKubectlErr(t, ready, "get", "--raw", "/readyz")
+			return err == nil && strings.TrimSpace(out) == "ok"
+		})
+		kubectl := karmadaKubectl(t, ready)
+		kubectl("create", "namespace", "dr-quorum")
+		kubectl("create", "configmap", "before-backup", "-n", "dr-quorum", "--from-literal=written=before-the-backup")
+		eb = &kaov1.EtcdBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: kd.Namespace},
+			Spec:       kaov1.EtcdBackupSpec{DeploymentName: kd.Name, Destination: kaov1.BackupDestination{Type: kaov1.LocalDestination}},
+		}
+		if err := k8s.Create(ctx, eb); err != nil {
+			t.Fatal(err)
+		}
+		waitForBackup(t, eb)
+		kubectl("create", "configmap", "after-backup", "-n", "dr-quorum", "--from-literal=written=after-the-backup")
+
+		// Two members die at once.
+		for _, h := range lost {
+			if err := dc.Stop(ctx, h.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		died = time.Now()
+		down := waitForCondition(t, kd, kaov1.EtcdHealthyCondition, metav1.ConditionFalse, kaov1.EtcdQuorumLostReason, 2*time.Minute)
+		t.Logf("EtcdHealthy: %s", conditionMessage(down, kaov1.EtcdHealthyCondition))
+		lastRun = down.Status.LastRun.ID
 	})
-	held := waitForCondition(t, kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.RunHeldQuorumLostReason, 2*time.Minute)
-	if msg := conditionMessage(held, kaov1.PlaybookSucceededCondition); !strings.Contains(msg, "EtcdRestore") || !strings.Contains(msg, "quorum lost") {
-		t.Errorf("the held run does not say why and what to do: %q", msg)
-	}
-	if !slices.ContainsFunc(deploymentEvents(t, kd), func(e eventsv1.Event) bool {
-		return e.Reason == kaov1.RunHeldQuorumLostReason && e.Type == "Warning"
-	}) {
-		t.Error("no Warning Event says the run is held")
-	}
-	if cur := get(t, kd); cur.Status.Progress != nil || cur.Status.LastRun.ID != lastRun {
-		t.Fatalf("a run started while etcd had no quorum: %+v %+v", cur.Status.Progress, cur.Status.LastRun)
-	}
 
-	// The way out: the latest snapshot restored onto the survivor.
-	er := &kaov1.EtcdRestore{
-		ObjectMeta: metav1.ObjectMeta{Name: "onto-the-survivor", Namespace: ns},
-		Spec:       kaov1.EtcdRestoreSpec{DeploymentName: kd.Name, Source: kaov1.RestoreSource{BackupName: eb.Name}},
-	}
-	if err := k8s.Create(ctx, er); err != nil {
-		t.Fatal(err)
-	}
-	if restored := waitForRestore(t, er, 15*time.Minute); restored.Status.Phase != kaov1.RestoreSucceeded {
-		t.Fatalf("the restore onto %s failed: %+v", survivor.Name, restored.Status)
-	}
-	// The held run follows by itself, once the probe finds a quorum.
-	if done := waitForRun(t, kd, 10*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
-		t.Fatalf("the held run failed after the restore: %+v", done.Status.LastRun)
-	}
-	waitForEtcdMembers(t, kd, []hosts.Host{survivor}, 3*time.Minute)
-	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
-	t.Logf("Karmada Ready again %s after the members died", time.Since(died).Round(time.Second))
-	if out := kubectl("get", "configmap", "before-backup", "-n", "dr-quorum", "-o", "jsonpath={.data.written}"); out != "before-the-backup" {
-		t.Errorf("the object written before the backup reads %q", out)
-	}
-	if out, err := karmadaKubectlErr(t, get(t, kd), "get", "configmap", "after-backup", "-n", "dr-quorum"); err == nil {
-		t.Errorf("the object written after the backup survived the restore: %s", out)
-	}
-
-	// Three members again, on new hosts.
-	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
-		for _, h := range fresh {
-			s.Hosts = append(s.Hosts, kaov1.Host{Name: h.Name, Address: h.Address, Port: int32(h.Port), User: h.User,
-				Roles: []kaov1.HostRole{kaov1.EtcdRole}})
+	// The SRE's edit: the dead hosts out and lost; the survivor and the
+	// spare hosts stay. kao holds the run it asks for and says what to do.
+	testenv.Step(t, "the next spec change is held", func(t *testing.T) {
+		updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+			s.Hosts = slices.DeleteFunc(s.Hosts, func(h kaov1.Host) bool { return h.Name == lost[0].Name || h.Name == lost[1].Name })
+			s.LostHosts = []string{lost[0].Name, lost[1].Name}
+		})
+		held := waitForCondition(t, kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.RunHeldQuorumLostReason, 2*time.Minute)
+		if msg := conditionMessage(held, kaov1.PlaybookSucceededCondition); !strings.Contains(msg, "EtcdRestore") || !strings.Contains(msg, "quorum lost") {
+			t.Errorf("the held run does not say why and what to do: %q", msg)
+		}
+		if !slices.ContainsFunc(deploymentEvents(t, kd), func(e eventsv1.Event) bool {
+			return e.Reason == kaov1.RunHeldQuorumLostReason && e.Type == "Warning"
+		}) {
+			t.Error("no Warning Event says the run is held")
+		}
+		if cur := get(t, kd); cur.Status.Progress != nil || cur.Status.LastRun.ID != lastRun {
+			t.Fatalf("a run started while etcd had no quorum: %+v %+v", cur.Status.Progress, cur.Status.LastRun)
 		}
 	})
-	if done := waitForRun(t, kd, 10*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
-		t.Fatalf("the run back to three members failed: %+v", done.Status.LastRun)
-	}
-	waitForEtcdMembers(t, kd, []hosts.Host{survivor, fresh[0], fresh[1]}, 3*time.Minute)
-	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
-	if out := kubectl("get", "configmap", "before-backup", "-n", "dr-quorum", "-o", "name"); strings.TrimSpace(out) != "configmap/before-backup" {
-		t.Errorf("after scaling back to three: %q", out)
-	}
+
+	// The way out: the latest snapshot restored onto the survivor.
+	testenv.Step(t, "a restore onto the survivor brings Karmada back", func(t *testing.T) {
+		er := &kaov1.EtcdRestore{
+			ObjectMeta: metav1.ObjectMeta{Name: "onto-the-survivor", Namespace: kd.Namespace},
+			Spec:       kaov1.EtcdRestoreSpec{DeploymentName: kd.Name, Source: kaov1.RestoreSource{BackupName: eb.Name}},
+		}
+		if err := k8s.Create(ctx, er); err != nil {
+			t.Fatal(err)
+		}
+		if restored := waitForRestore(t, er, 15*time.Minute); restored.Status.Phase != kaov1.RestoreSucceeded {
+			t.Fatalf("the restore onto %s failed: %+v", survivor.Name, restored.Status)
+		}
+		// The held run follows by itself, once the probe finds a quorum.
+		if done := waitForRun(t, kd, 10*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
+			t.Fatalf("the held run failed after the restore: %+v", done.Status.LastRun)
+		}
+		waitForEtcdMembers(t, kd, []hosts.Host{survivor}, 3*time.Minute)
+		ready := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+		t.Logf("Karmada Ready again %s after the members died", time.Since(died).Round(time.Second))
+		if out := karmadaKubectl(t, ready)("get", "configmap", "before-backup", "-n", "dr-quorum", "-o", "jsonpath={.data.written}"); out != "before-the-backup" {
+			t.Errorf("the object written before the backup reads %q", out)
+		}
+		if out, err := karmadaKubectlErr(t, ready, "get", "configmap", "after-backup", "-n", "dr-quorum"); err == nil {
+			t.Errorf("the object written after the backup survived the restore: %s", out)
+		}
+	})
+
+	// Three members again: spec.hosts is now the survivor and the two spare
+	// hosts, and scaleEtcd gives the spare hosts the etcd role and checks
+	// the members, the two promotions and that the survivor's member keeps
+	// running while they join.
+	testenv.Step(t, "the etcd role on two more hosts makes three members again", func(t *testing.T) {
+		scaleEtcd(t, dc, kd, 3)
+		ready := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
+		if out := karmadaKubectl(t, ready)("get", "configmap", "before-backup", "-n", "dr-quorum", "-o", "name"); strings.TrimSpace(out) != "configmap/before-backup" {
+			t.Errorf("after scaling back to three: %q", out)
+		}
+	})
 }

@@ -18,15 +18,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 )
 
 // TestEtcdScale scales a Binary control plane's managed etcd from one member
 // to three and five and back to three by editing the hosts' roles, while a
 // writer keeps creating objects through karmada-apiserver. Each run must
-// succeed, status.etcd must show exactly the members the spec asks for, all
-// healthy with a leader, the hosts that left must have no etcd left, and
-// every object karmada-apiserver acknowledged must still be there.
+// succeed and add or remove exactly the members the edit asks for, one
+// promotion per joining host and one removal per leaving host; status.etcd
+// must show exactly the members the spec asks for, all healthy with a
+// leader; the members that were running keep running in the same process;
+// the hosts that left must have no etcd left, not even its certificates;
+// and every object karmada-apiserver acknowledged must still be there. Then
+// an EtcdBackup is taken while the leader's host is powered off.
+//
+// The quorum-loss scenario of docs/disaster-recovery.md lives here too, as
+// the last step ("Restore after a quorum loss", restoreAfterQuorumLoss in
+// disaster_test.go): the plane the scaling ends with, every role on the
+// first host and etcd alone on the next two, with two spare hosts that left
+// etcd, is the one that scenario needs, and building it again would cost a
+// second install.
 func TestEtcdScale(t *testing.T) {
 	longTest(t) // see the package doc: long tests run two at a time, longest first
 	dc := hosts.Start(t, 5)
@@ -61,41 +73,112 @@ func TestEtcdScale(t *testing.T) {
 	}
 
 	w := startObjectWriter(t, kd)
-	scale := func(n int) {
-		t.Helper()
-		updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
-			for i := 1; i < len(s.Hosts); i++ {
-				if i < n {
-					s.Hosts[i].Roles = []kaov1.HostRole{kaov1.EtcdRole}
-				} else {
-					s.Hosts[i].Roles = []kaov1.HostRole{}
-				}
-			}
-		})
-		start := time.Now()
-		done := waitForRun(t, kd, 10*time.Minute)
-		if done.Status.LastRun.Result != kaov1.RunSucceeded {
-			t.Fatalf("the run scaling etcd to %d members failed: %+v", n, done.Status.LastRun)
-		}
-		waitForEtcdMembers(t, kd, nodes[:n], 2*time.Minute)
-		t.Logf("etcd has %d healthy members, %s after the spec changed", n, time.Since(start).Round(time.Second))
-	}
-	t.Run("1 to 3", func(t *testing.T) { scale(3) })
-	t.Run("3 to 5", func(t *testing.T) { scale(5) })
-	t.Run("5 to 3", func(t *testing.T) { scale(3) })
-	for _, h := range nodes[3:] {
-		out, err := dc.Run(ctx, h.Name, "systemctl is-active karmada-etcd || true; test -e /var/lib/karmada-etcd && echo data; test -e /etc/systemd/system/karmada-etcd.service && echo unit; true")
-		if err != nil || strings.TrimSpace(out) != "inactive" {
-			t.Errorf("%s still has parts of its etcd member after leaving: %q (%v)", h.Name, out, err)
-		}
-	}
+	testenv.Step(t, "1 to 3", func(t *testing.T) { scaleEtcd(t, dc, kd, 3) })
+	testenv.Step(t, "3 to 5", func(t *testing.T) { scaleEtcd(t, dc, kd, 5) })
+	testenv.Step(t, "5 to 3", func(t *testing.T) { scaleEtcd(t, dc, kd, 3) })
 	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
 
 	acked, failed := w.stop()
 	t.Logf("karmada-apiserver acknowledged %d ConfigMaps; %d creates failed while etcd and the API server changed", len(acked), failed)
 	w.checkNothingLost(t, acked, 50)
 
-	t.Run("EtcdBackup while the leader is powered off", func(t *testing.T) { backupWithoutLeader(t, dc, kd) })
+	testenv.Step(t, "EtcdBackup while the leader is powered off", func(t *testing.T) { backupWithoutLeader(t, dc, kd) })
+	testenv.Step(t, "Restore after a quorum loss", func(t *testing.T) { restoreAfterQuorumLoss(t, dc, kd) })
+}
+
+// Task names, as a run's log gives them, of the two membership changes of
+// roles/etcd: a learner promoted to a voting member (tasks/join.yml, once
+// per joining host) and a member removed (tasks/leave_one.yml, once per
+// leaving host).
+const (
+	etcdPromoteTask = "etcd : Etcd | Join | Promote the new member once it has caught up"
+	etcdRemoveTask  = "etcd : Etcd | Leave | Remove the member"
+)
+
+// scaleEtcd gives the etcd role to the first n hosts of spec.hosts and takes
+// it from the others (the first host keeps its roles), and waits for the
+// run. It must succeed; status.etcd must list exactly those n hosts,
+// healthy, with a leader; the run must have promoted one learner per
+// joining host and removed one member per leaving host; the members that
+// stay must run in the same etcd process as before (none restarted); and a
+// host that left must have no etcd member left: not running, and no data,
+// unit or certificates.
+func scaleEtcd(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, n int) {
+	t.Helper()
+	ctx := context.Background()
+	spec := get(t, kd).Spec
+	if n < 1 || n > len(spec.Hosts) {
+		t.Fatalf("cannot scale etcd to %d members on %d hosts", n, len(spec.Hosts))
+	}
+	var was, want, joining, leaving []hosts.Host
+	for i, sh := range spec.Hosts {
+		h, err := dc.Host(sh.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		member := slices.Contains(sh.Roles, kaov1.EtcdRole)
+		if member {
+			was = append(was, h)
+		}
+		switch {
+		case i < n && !member:
+			joining = append(joining, h)
+		case i >= n && member:
+			leaving = append(leaving, h)
+		}
+		if i < n {
+			want = append(want, h)
+		}
+	}
+	pids := map[string]string{}
+	for _, h := range was {
+		if !slices.Contains(leaving, h) {
+			pids[h.Name] = mainPID(t, dc, h.Name, "karmada-etcd")
+		}
+	}
+
+	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
+		for i := 1; i < len(s.Hosts); i++ {
+			if i < n {
+				s.Hosts[i].Roles = []kaov1.HostRole{kaov1.EtcdRole}
+			} else {
+				s.Hosts[i].Roles = []kaov1.HostRole{}
+			}
+		}
+	})
+	start := time.Now()
+	done := waitForRun(t, kd, 10*time.Minute)
+	if done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Fatalf("the run scaling etcd from %d to %d members failed: %+v", len(was), n, done.Status.LastRun)
+	}
+	waitForEtcdMembers(t, kd, want, 2*time.Minute)
+	t.Logf("etcd has %d healthy members, %s after the spec changed", n, time.Since(start).Round(time.Second))
+
+	promoted, removed := 0, 0
+	for _, c := range changedTasks(t, done) {
+		switch c.task {
+		case etcdPromoteTask:
+			promoted++
+		case etcdRemoveTask:
+			removed++
+		}
+	}
+	if promoted != len(joining) || removed != len(leaving) {
+		t.Errorf("scaling %d→%d: the run promoted %d learners and removed %d members, want %d and %d (one per joining and per leaving host; log of run %s)",
+			len(was), n, promoted, removed, len(joining), len(leaving), done.Status.LastRun.ID)
+	}
+	for name, before := range pids {
+		if after := mainPID(t, dc, name, "karmada-etcd"); after != before {
+			t.Errorf("scaling %d→%d restarted the running member on %s: etcd PID %s before, %s after", len(was), n, name, before, after)
+		}
+	}
+	for _, h := range leaving {
+		out, err := dc.Run(ctx, h.Name, "systemctl is-active karmada-etcd || true; test -e /var/lib/karmada-etcd && echo data; "+
+			"test -e /etc/systemd/system/karmada-etcd.service && echo unit; test -e /etc/karmada/pki/etcd && echo pki; true")
+		if err != nil || strings.TrimSpace(out) != "inactive" {
+			t.Errorf("%s still has parts of its etcd member after leaving (want only \"inactive\"): %q (%v)", h.Name, out, err)
+		}
+	}
 }
 
 // backupWithoutLeader powers off the host of the etcd leader and takes a
@@ -186,6 +269,7 @@ func waitForEtcdMembers(t testing.TB, kd *kaov1.KarmadaDeployment, hs []hosts.Ho
 	for _, h := range hs {
 		want = append(want, h.Name)
 	}
+	slices.Sort(want)
 	deadline := time.Now().Add(timeout)
 	for {
 		cur := get(t, kd)
