@@ -13,7 +13,7 @@ import (
 )
 
 // aggregatedAPIServerSteps prove, on a control plane that install.yml put on
-// hs with karmada-apiserver on apiHosts (TestKarmadaAPIServer's), that the
+// hs with karmada-apiserver on apiHosts (apiServerSteps'), that the
 // Cluster API answers through karmada-apiserver's aggregation on both API
 // servers, that karmada-aggregated-apiserver runs only on the apiServer
 // hosts with the flags kao gives it, and that an apply routes only to the

@@ -24,30 +24,20 @@ import (
 	"github.com/kao-io/kao/test/readiness"
 )
 
-// TestKarmadaAPIServer installs managed etcd on three hosts and
-// karmada-apiserver on two of them with kao's real install playbook, proves
-// both API servers serve the same data to the administrator, that Karmada's
-// APIs answer through the aggregated API server (aggregatedAPIServerSteps),
-// passes extra args literally, rolls renewed certificates out, and
-// uninstalls.
-func TestKarmadaAPIServer(t *testing.T) {
-	requirePrerequisites(t)
+// apiServerSteps install managed etcd on every host of e and
+// karmada-apiserver on e.apiHosts with kao's real install playbook (no
+// controlPlane hosts yet), prove that both API servers serve the same data
+// to the administrator, that Karmada's APIs answer through the aggregated
+// API server (aggregatedAPIServerSteps), that extra args pass literally, and
+// roll renewed certificates out. They return the install's inventory, which
+// uninstallStep removes the plane with.
+func apiServerSteps(t *testing.T, e *planeEnv) string {
+	t.Helper()
 	root := repoRoot(t)
-	kubectl := testenv.ToolPath(t, "kubernetes", "kubectl")
-	bundle, m := buildBundle(t)
-	dc := hosts.Start(t, 3)
-	hs := dc.Hosts()
-	names := make([]string, len(hs))
-	for i, h := range hs {
-		names[i] = h.Name
-	}
-	apiHosts := hs[:2]
+	kubectl, dc, hs, names, apiHosts, a, vars := e.kubectl, e.dc, e.hosts, e.names, e.apiHosts, e.a, e.vars
 	ctx := context.Background()
-	bundlePKI, pkiDir := genPKI(t, hs, apiHosts)
-	a := newAnsible(t, dc)
+	bundlePKI, pkiDir := e.pki, e.pkiDir
 	install := filepath.Join(root, "playbooks", "install.yml")
-	uninstall := filepath.Join(root, "playbooks", "uninstall.yml")
-	vars := a.extraVars(t, "vars.json", map[string]string{"kao_artifacts_dir": bundle, "kao_pki_dir": pkiDir})
 
 	// An extra arg whose value systemd, a shell and Jinja would each
 	// interpret: it must reach kube-apiserver byte for byte, and the lookup
@@ -73,22 +63,15 @@ func TestKarmadaAPIServer(t *testing.T) {
 	})
 
 	client := adminHTTPClient(t, bundlePKI)
-	kubeconfigs := make([]string, len(apiHosts))
-	for i, h := range apiHosts {
-		kc, err := bundlePKI.Kubeconfig(pki.AdminClient, apiURL(h))
-		if err != nil {
-			t.Fatal(err)
-		}
-		kubeconfigs[i] = a.writeFile(t, "admin-"+h.Name+".kubeconfig", kc)
-	}
+	kubeconfigs := e.adminKubeconfigs
 
 	testenv.Step(t, "serves readyz and version on every API server", func(t *testing.T) {
 		for i, h := range apiHosts {
 			if got := readyz(ctx, t, client, h); got != "ok" {
 				t.Errorf("%s /readyz says %q, want ok", h.Name, got)
 			}
-			if v := testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[i], "get", "--raw", "/version"); !strings.Contains(v, `"gitVersion": "`+m.Kubernetes+`"`) {
-				t.Errorf("%s /version is not %s: %s", h.Name, m.Kubernetes, v)
+			if v := testenv.MustKubectl(ctx, t, kubectl, kubeconfigs[i], "get", "--raw", "/version"); !strings.Contains(v, `"gitVersion": "`+e.m.Kubernetes+`"`) {
+				t.Errorf("%s /version is not %s: %s", h.Name, e.m.Kubernetes, v)
 			}
 		}
 		// Anonymous requests are refused.
@@ -161,10 +144,10 @@ func TestKarmadaAPIServer(t *testing.T) {
 	// the apiServer hosts too.
 	aggregatedAPIServerSteps(t, a, dc, kubectl, inv, vars, kubeconfigs)
 
-	testenv.Step(t, "refuses an extra arg the role manages", func(t *testing.T) {
+	testenv.Step(t, "refuses an extra arg karmada_apiserver manages", func(t *testing.T) {
 		bad := apiServerDeployment(hs, apiHosts)
 		bad.Spec.APIServer.ExtraArgs = []kaov1.Arg{{Name: "anonymous-auth", Value: "true"}}
-		r := a.playbook(t, a.inventory(t, "inventory-bad.json", bad), vars, install)
+		r := a.playbook(t, a.inventory(t, "inventory-bad-apiserver.json", bad), vars, install)
 		if r.err == nil {
 			t.Fatalf("the install accepted --anonymous-auth as an extra arg:\n%s", r.out)
 		}
@@ -177,7 +160,11 @@ func TestKarmadaAPIServer(t *testing.T) {
 	})
 
 	testenv.Step(t, "rolls renewed certificates out one host at a time, never without a ready API server", func(t *testing.T) {
-		req := pki.Request{EtcdHosts: pkiHosts(hs), APIServerHosts: pkiHosts(apiHosts), Endpoint: apiHosts[0].Address + ":5443", Reissue: true}
+		// Every leaf is re-issued, the controllers' and addons' too (they
+		// are not installed yet); the CA stays, so the certificates of
+		// e.pki the later steps use stay valid.
+		req := e.pkiReq
+		req.Reissue = true
 		renewed, _, changed, err := pki.Ensure(bundlePKI, req, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -225,11 +212,21 @@ func TestKarmadaAPIServer(t *testing.T) {
 		}
 	})
 
-	testenv.Step(t, "uninstalls", func(t *testing.T) {
-		r := a.playbook(t, inv, vars, uninstall)
-		r.mustSucceed(t, names...)
-		for _, h := range apiHosts {
-			out, err := dc.Run(ctx, h.Name, "for p in /etc/systemd/system/karmada-apiserver.service /etc/karmada/pki/ca.crt "+
+	return inv
+}
+
+// uninstallStep removes the whole control plane with uninstall.yml and the
+// inventory of apiServerSteps' install (the controllers and the addons are
+// gone by then), and proves that the API servers left their hosts.
+func uninstallStep(t *testing.T, e *planeEnv, inv string) {
+	t.Helper()
+	ctx := context.Background()
+	uninstall := filepath.Join(repoRoot(t), "playbooks", "uninstall.yml")
+	testenv.Step(t, "uninstalls the control plane", func(t *testing.T) {
+		r := e.a.playbook(t, inv, e.vars, uninstall)
+		r.mustSucceed(t, e.names...)
+		for _, h := range e.apiHosts {
+			out, err := e.dc.Run(ctx, h.Name, "for p in /etc/systemd/system/karmada-apiserver.service /etc/karmada/pki/ca.crt "+
 				"/etc/karmada/pki/karmada-apiserver-server.key /etc/karmada/pki/sa.key "+
 				"/etc/systemd/system/karmada-aggregated-apiserver.service /etc/karmada/karmada-aggregated-apiserver.kubeconfig "+
 				"/etc/karmada/pki/karmada-aggregated-apiserver-server.key; do test ! -e $p || echo $p; done; "+
@@ -241,18 +238,6 @@ func TestKarmadaAPIServer(t *testing.T) {
 				t.Errorf("%s still has karmada-apiserver or karmada-aggregated-apiserver after the uninstall: %q", h.Name, out)
 			}
 		}
-	})
-}
-
-// genPKI issues kao's PKI with internal/pki for etcd on every host and the API
-// server on apiHosts, and writes it flat into a directory, as the operator
-// writes kao_pki_dir.
-func genPKI(t *testing.T, hs, apiHosts []hosts.Host) (pki.Bundle, string) {
-	t.Helper()
-	return issuePKI(t, pki.Request{
-		EtcdHosts:      pkiHosts(hs),
-		APIServerHosts: pkiHosts(apiHosts),
-		Endpoint:       apiHosts[0].Address + ":5443",
 	})
 }
 

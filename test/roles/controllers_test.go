@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -22,64 +21,29 @@ import (
 // controllerServices are the services the karmada_controllers role installs.
 var controllerServices = []string{"kube-controller-manager", "karmada-controller-manager", "karmada-scheduler", "karmada-webhook"}
 
-// TestKarmadaControllers installs managed etcd on three hosts,
-// karmada-apiserver on the first two and the controllers on the last two,
-// applies Karmada's CRDs from this machine in between, and proves that every
-// controller runs on both control-plane hosts, that kube-controller-manager
-// issues service-account tokens, that the components elect leaders. Then the
-// karmada_resources role wires karmada-webhook in and publishes the pull-mode
-// bootstrap objects, and the test proves that karmada-apiserver refuses an
-// invalid PropagationPolicy with karmada-webhook's verdict, defaults a valid
-// one through the mutating webhook, converts bindings through the conversion
-// webhook, serves cluster-info (and only it) to anonymous clients, and that
-// a bootstrap token from `karmadactl token create` signs cluster-info and may
-// request agent certificates. Finally the uninstall removes the controllers.
-func TestKarmadaControllers(t *testing.T) {
-	requirePrerequisites(t)
-	bundle, m := buildBundle(t)
-	kubectl := filepath.Join(bundle, "kubernetes", m.Kubernetes, "bin", "kubectl")
-	dc := hosts.Start(t, 3)
-	hs := dc.Hosts()
-	names := make([]string, len(hs))
-	for i, h := range hs {
-		names[i] = h.Name
-	}
-	apiHosts, cpHosts := hs[:2], hs[1:]
-	cpNames := names[1:]
+// controllersSteps install the controllers on e.cpHosts, on the plane
+// apiServerSteps installed (install.yml's karmada_resources already applied
+// Karmada's CRDs, namespaces and pull-mode bootstrap objects), and prove that
+// every controller runs on both control-plane hosts, that
+// kube-controller-manager issues service-account tokens, that the components
+// elect leaders. Then the karmada_resources role wires karmada-webhook in,
+// and the steps prove that karmada-apiserver refuses an invalid
+// PropagationPolicy with karmada-webhook's verdict, defaults a valid one
+// through the mutating webhook, converts bindings through the conversion
+// webhook, serves cluster-info (and only it) to anonymous clients, and that a
+// bootstrap token from `karmadactl token create` signs cluster-info and may
+// request agent certificates. They return the inventory of the whole plane,
+// which controllersUninstallStep removes the controllers with.
+func controllersSteps(t *testing.T, e *planeEnv) string {
+	t.Helper()
+	kubectl, dc, hs, names, apiHosts, cpHosts, cpNames, a, vars := e.kubectl, e.dc, e.hosts, e.names, e.apiHosts, e.cpHosts, e.cpNames, e.a, e.vars
 	ctx := context.Background()
-	bundlePKI, pkiDir := genControllersPKI(t, hs, apiHosts, cpHosts)
-	a := newAnsible(t, dc)
-	base := testdataPath(t, "controllers-base.yml")
+	bundlePKI := e.pki
 	install := testdataPath(t, "controllers-install.yml")
-	uninstall := testdataPath(t, "controllers-uninstall.yml")
 	resources := testdataPath(t, "controllers-resources.yml")
-	karmadactl := filepath.Join(bundle, "karmada", m.Karmada, "bin", "karmadactl")
-	if _, err := os.Stat(karmadactl); err != nil {
-		t.Fatalf("the bundle has no karmadactl (make artifacts): %v", err)
-	}
-	vars := a.extraVars(t, "vars.json", map[string]string{"kao_artifacts_dir": bundle, "kao_pki_dir": pkiDir})
-	inv := a.inventory(t, "inventory.json", controllersDeployment(hs, apiHosts, cpHosts))
-
-	kc, err := bundlePKI.Kubeconfig(pki.AdminClient, apiURL(apiHosts[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := a.writeFile(t, "admin.kubeconfig", kc)
-
-	testenv.Step(t, "installs etcd and karmada-apiserver", func(t *testing.T) {
-		a.playbook(t, inv, vars, base).mustSucceed(t, names...)
-	})
-
-	testenv.Step(t, "applies Karmada's CRDs and namespace", func(t *testing.T) {
-		crds := t.TempDir()
-		tarball := filepath.Join(bundle, "karmada", m.Karmada, "crds.tar.gz")
-		if out, err := exec.Command("tar", "-xzf", tarball, "-C", crds).CombinedOutput(); err != nil {
-			t.Fatalf("tar -xzf %s: %v\n%s", tarball, err, out)
-		}
-		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "apply", "--server-side", "-R", "-f", filepath.Join(crds, "crds", "bases"))
-		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "create", "namespace", "karmada-system")
-		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-	})
+	karmadactl := e.karmadactl
+	inv := a.inventory(t, "inventory-controllers.json", controllersDeployment(hs, apiHosts, cpHosts))
+	kubeconfig := e.admin
 
 	testenv.Step(t, "installs the controllers on the control-plane hosts", func(t *testing.T) {
 		r := a.playbook(t, inv, vars, install)
@@ -386,10 +350,10 @@ type: kubernetes.io/service-account-token
 		}
 	})
 
-	testenv.Step(t, "refuses an extra arg the role manages", func(t *testing.T) {
+	testenv.Step(t, "refuses an extra arg karmada_controllers manages", func(t *testing.T) {
 		bad := controllersDeployment(hs, apiHosts, cpHosts)
 		bad.Spec.Components.KubeControllerManager.ExtraArgs = []kaov1.Arg{{Name: "cluster-signing-key-file", Value: "/tmp/other.key"}}
-		r := a.playbook(t, a.inventory(t, "inventory-bad.json", bad), vars, install)
+		r := a.playbook(t, a.inventory(t, "inventory-bad-controllers.json", bad), vars, install)
 		if r.err == nil {
 			t.Fatalf("the install accepted --cluster-signing-key-file as an extra arg:\n%s", r.out)
 		}
@@ -398,10 +362,19 @@ type: kubernetes.io/service-account-token
 		}
 	})
 
-	testenv.Step(t, "uninstalls", func(t *testing.T) {
-		a.playbook(t, inv, vars, uninstall).mustSucceed(t, cpNames...)
-		for _, h := range cpNames {
-			out, err := dc.Run(ctx, h, "for s in "+strings.Join(controllerServices, " ")+"; do "+
+	return inv
+}
+
+// controllersUninstallStep removes the controllers with the inventory of
+// controllersSteps and proves that karmada-apiserver on the shared host is
+// untouched.
+func controllersUninstallStep(t *testing.T, e *planeEnv, inv string) {
+	t.Helper()
+	ctx := context.Background()
+	testenv.Step(t, "uninstalls the controllers", func(t *testing.T) {
+		e.a.playbook(t, inv, e.vars, testdataPath(t, "controllers-uninstall.yml")).mustSucceed(t, e.cpNames...)
+		for _, h := range e.cpNames {
+			out, err := e.dc.Run(ctx, h, "for s in "+strings.Join(controllerServices, " ")+"; do "+
 				"test ! -e /etc/systemd/system/$s.service || echo $s.service; systemctl is-active $s || true; done; "+
 				"test ! -e /etc/karmada/controllers || echo /etc/karmada/controllers")
 			if err != nil {
@@ -412,7 +385,7 @@ type: kubernetes.io/service-account-token
 			}
 		}
 		// karmada-apiserver on the shared host is untouched.
-		testenv.MustKubectl(ctx, t, kubectl, kubeconfig, "get", "--raw", "/readyz")
+		testenv.MustKubectl(ctx, t, e.kubectl, e.admin, "get", "--raw", "/readyz")
 	})
 }
 
@@ -425,14 +398,6 @@ func testdataPath(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// genControllersPKI issues kao's PKI with internal/pki for etcd on every
-// host, the API server on apiHosts and the controllers on cpHosts, and writes
-// it flat into a directory, as the operator writes kao_pki_dir.
-func genControllersPKI(t *testing.T, hs, apiHosts, cpHosts []hosts.Host) (pki.Bundle, string) {
-	t.Helper()
-	return genMembersPKI(t, hs, apiHosts, cpHosts, nil)
 }
 
 // controllersDeployment is a Binary KarmadaDeployment with managed etcd on hs,

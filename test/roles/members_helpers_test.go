@@ -10,22 +10,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/inventory"
-	"github.com/kao-io/kao/internal/pki"
-	"github.com/kao-io/kao/test/hosts"
 )
-
-// genMembersPKI is genControllersPKI with a karmada-agent certificate for
-// each of pullMembers.
-func genMembersPKI(t *testing.T, hs, apiHosts, cpHosts []hosts.Host, pullMembers []string) (pki.Bundle, string) {
-	t.Helper()
-	return issuePKI(t, pki.Request{
-		EtcdHosts:         pkiHosts(hs),
-		APIServerHosts:    pkiHosts(apiHosts),
-		ControlPlaneHosts: pkiHosts(cpHosts),
-		Endpoint:          apiHosts[0].Address + ":5443",
-		PullMembers:       pullMembers,
-	})
-}
 
 // memberInventory writes kao's inventory of kd with each member's kubeconfig
 // at kubeconfigs[name], as the operator writes it into its run directory.

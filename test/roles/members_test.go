@@ -8,23 +8,20 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/inventory"
-	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/testenv"
-	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/members"
 )
 
-// The members TestMembers joins, and what each stands for.
+// The members membersSteps joins, and what each stands for.
 const (
-	pushA      = "push-a"      // Push, with provider, region and zones; unjoined at the end
-	pushB      = "push-b"      // Push; stays joined
+	pushA      = "push-a"      // Push, with provider, region and zones; unjoined, then joined again
+	pushB      = "push-b"      // Push; stays joined, and addonsSteps runs its estimator
 	pullC      = "pull-c"      // Pull; unjoined at the end
 	brokenCA   = "broken-ca"   // Push, push-a's server with another cluster's CA
 	brokenPort = "broken-port" // Pull, a port nothing listens on
@@ -33,113 +30,6 @@ const (
 
 // testRegistry is the offline registry Pull members take karmada-agent from.
 const testRegistry = "registry.kao.test:5000/karmada"
-
-// membersEnv is a Karmada control plane on test hosts plus member clusters
-// on the hosts' gateway, with everything a members.yml run needs.
-type membersEnv struct {
-	bundle  string
-	kubectl string
-	agent   string // the bundle's karmada-agent
-	dc      *hosts.Cluster
-	pki     pki.Bundle
-	a       *ansible
-	vars    string // extra vars: bundle, PKI directory, image registry
-	varsMap map[string]string
-	admin   string // kubeconfig of Karmada's administrator
-	// clusters are three real member clusters. kubeconfigs maps each
-	// member name (broken ones too) to its kubeconfig file, as the test
-	// uses it; handed maps each to the file a run gets, which for push-b
-	// holds a decoy context first.
-	clusters    []*members.Member
-	loopback    *members.Member
-	kubeconfigs map[string]string
-	handed      map[string]string
-	apiHosts    []hosts.Host
-	cpHosts     []hosts.Host
-	hosts       []hosts.Host
-}
-
-// startMembersEnv boots three test hosts with etcd on all, karmada-apiserver
-// and karmada-aggregated-apiserver on the first and the controllers on the
-// second (one control-plane install for the whole test), and three member
-// clusters.
-func startMembersEnv(t *testing.T) *membersEnv {
-	t.Helper()
-	requirePrerequisites(t)
-	bundle, m := buildBundle(t)
-	e := &membersEnv{
-		bundle:  bundle,
-		kubectl: filepath.Join(bundle, "kubernetes", m.Kubernetes, "bin", "kubectl"),
-		agent:   filepath.Join(bundle, "karmada", m.Karmada, "bin", "karmada-agent"),
-	}
-	e.dc = hosts.Start(t, 3)
-	e.hosts = e.dc.Hosts()
-	e.apiHosts, e.cpHosts = e.hosts[:1], e.hosts[1:2]
-	var pkiDir string
-	e.pki, pkiDir = genMembersPKI(t, e.hosts, e.apiHosts, e.cpHosts, []string{pullC, brokenPort})
-	e.a = newAnsible(t, e.dc)
-	e.varsMap = map[string]string{
-		"kao_artifacts_dir":              bundle,
-		"kao_pki_dir":                    pkiDir,
-		"karmada_members_image_registry": testRegistry,
-	}
-	e.vars = e.a.extraVars(t, "vars.json", e.varsMap)
-	kc, err := e.pki.Kubeconfig(pki.AdminClient, apiURL(e.apiHosts[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.admin = e.a.writeFile(t, "admin.kubeconfig", kc)
-
-	// The members listen on the gateway: the address both this machine and
-	// karmada-controller-manager on the test hosts reach.
-	e.clusters = members.Start(t, 3, members.Options{Address: e.dc.Gateway()})
-	e.kubeconfigs = map[string]string{}
-	for i, name := range []string{pushA, pushB, pullC} {
-		e.kubeconfigs[name] = e.a.writeFile(t, name+".kubeconfig", e.clusters[i].Kubeconfig)
-	}
-	e.kubeconfigs[brokenCA] = e.a.writeFile(t, brokenCA+".kubeconfig",
-		brokenKubeconfig(t, e.clusters[0].Kubeconfig, e.clusters[1].CA, ""))
-	deadServer := "https://" + e.dc.Gateway() + ":" + strconv.Itoa(closedPort(t, e.dc.Gateway()))
-	e.kubeconfigs[brokenPort] = e.a.writeFile(t, brokenPort+".kubeconfig",
-		brokenKubeconfig(t, e.clusters[2].Kubeconfig, nil, deadServer))
-	// A cluster the controller reaches and Karmada's hosts do not.
-	e.loopback = members.Start(t, 1, members.Options{Address: "127.0.0.1"})[0]
-	e.kubeconfigs[unready] = e.a.writeFile(t, unready+".kubeconfig", e.loopback.Kubeconfig)
-	e.handed = maps.Clone(e.kubeconfigs)
-	e.handed[pushB] = e.a.writeFile(t, pushB+"-decoy.kubeconfig", decoyKubeconfig(t, e.clusters[1].Kubeconfig, deadServer))
-	return e
-}
-
-// deployment is the KarmadaDeployment of the environment's control plane
-// with spec members and status members.
-func (e *membersEnv) deployment(spec []kaov1.MemberSpec, status []kaov1.MemberStatus) *kaov1.KarmadaDeployment {
-	kd := controllersDeployment(e.hosts, e.apiHosts, e.cpHosts)
-	kd.Spec.Members = spec
-	kd.Status.Members = status
-	return kd
-}
-
-// installControlPlane runs the install order of playbooks/install.yml up to
-// the controllers, with TestAggregatedAPIServer's and
-// TestKarmadaControllers' playbooks.
-func (e *membersEnv) installControlPlane(t *testing.T) {
-	t.Helper()
-	inv := e.a.inventory(t, "control-plane.json", e.deployment(nil, nil))
-	for _, p := range []string{"aggregated-install.yml", "controllers-install.yml"} {
-		e.a.playbookLong(t, inv, e.vars, testdataPath(t, p)).mustSucceed(t)
-	}
-}
-
-// kubectl runs kubectl against Karmada or, with a member's kubeconfig,
-// against that member, and fails t on error.
-func (e *membersEnv) kubectlOK(t *testing.T, kubeconfig string, args ...string) string {
-	t.Helper()
-	out, err := testenv.Kubectl(context.Background(), e.kubectl, kubeconfig, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // memberSpec is a spec.members entry whose kubeconfig Secret is named after
 // the member.
@@ -181,7 +71,7 @@ func (c clusterView) ready() (bool, string) {
 
 // cluster reads the Cluster name from Karmada; ok is false when it does not
 // exist (or cannot be read).
-func (e *membersEnv) cluster(name string) (c clusterView, ok bool, err error) {
+func (e *planeEnv) cluster(name string) (c clusterView, ok bool, err error) {
 	out, err := testenv.Kubectl(context.Background(), e.kubectl, e.admin, "get", "clusters.cluster.karmada.io", name, "-o", "json")
 	if err != nil {
 		return c, false, err
@@ -190,7 +80,7 @@ func (e *membersEnv) cluster(name string) (c clusterView, ok bool, err error) {
 }
 
 // gone tells whether kubectl get of args finds nothing.
-func (e *membersEnv) gone(kubeconfig string, args ...string) (bool, string) {
+func (e *planeEnv) gone(kubeconfig string, args ...string) (bool, string) {
 	out, err := testenv.Kubectl(context.Background(), e.kubectl, kubeconfig, append([]string{"get", "--ignore-not-found", "-o", "name"}, args...)...)
 	if err != nil {
 		return false, err.Error()
@@ -198,16 +88,18 @@ func (e *membersEnv) gone(kubeconfig string, args ...string) (bool, string) {
 	return strings.TrimSpace(out) == "", out
 }
 
-// TestMembers installs a Karmada control plane on three test hosts and joins
-// member clusters with playbooks/members.yml: two in Push mode, which become
-// Ready, and one in Pull mode, whose karmada-agent (run here, in place of the
-// member's kubelet, from the Deployment kao wrote) registers it with a
-// certificate that is no administrator's. Two members with broken
-// kubeconfigs fail alone, with a clear message. A workload propagates to a
-// Push member, a second run changes nothing, and unjoining a Push and the
-// Pull member removes them from Karmada and Karmada's objects from them.
-func TestMembers(t *testing.T) {
-	e := startMembersEnv(t)
+// membersSteps start member clusters and join them to the control plane of
+// e (the controllers and karmada-webhook running) with playbooks/members.yml:
+// two in Push mode, which become Ready, and one in Pull mode, whose
+// karmada-agent (run here, in place of the member's kubelet, from the
+// Deployment kao wrote) registers it with a certificate that is no
+// administrator's. Two members with broken kubeconfigs fail alone, with a
+// clear message. A workload propagates to a Push member, a second run
+// changes nothing, and unjoining a Push and the Pull member removes them from
+// Karmada and Karmada's objects from them. push-a and push-b end joined.
+func membersSteps(t *testing.T, e *planeEnv) {
+	t.Helper()
+	e.startMembers(t)
 	ctx := context.Background()
 	t.Cleanup(func() {
 		if !t.Failed() {
@@ -226,8 +118,6 @@ func TestMembers(t *testing.T) {
 	b.Context = e.clusters[1].Name // not the kubeconfig's current context
 	good := []kaov1.MemberSpec{a, b, c}
 	goodHosts := []string{inventory.MemberHost(pushA), inventory.MemberHost(pushB), inventory.MemberHost(pullC)}
-
-	testenv.Step(t, "installs the control plane", func(t *testing.T) { e.installControlPlane(t) })
 
 	testenv.Step(t, "joins the members, the broken ones fail alone", func(t *testing.T) {
 		spec := append(slices.Clone(good), memberSpec(brokenCA, kaov1.PushSyncMode), memberSpec(brokenPort, kaov1.PullSyncMode),
@@ -377,10 +267,8 @@ kind: PropagationPolicy
 metadata:
   name: kao-probe
   namespace: default
-  # What karmada-webhook's mutation adds, and karmada-scheduler waits for:
-  # this test's control plane does not wire the webhooks in.
-  labels:
-    propagationpolicy.karmada.io/permanent-id: 0d6c6d7e-6f0a-4b6e-9d3c-6b616f2d7465
+  # karmada-webhook's mutation gives it the permanent-id label
+  # karmada-scheduler waits for (controllersSteps wired it in).
 spec:
   resourceSelectors:
     - apiVersion: apps/v1

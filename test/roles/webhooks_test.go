@@ -23,7 +23,7 @@ import (
 	"github.com/kao-io/kao/internal/pki"
 )
 
-// Manifests the webhook steps of TestKarmadaControllers submit, in the
+// Manifests the webhook steps of controllersSteps submit, in the
 // namespace webhookTestNamespace.
 const (
 	webhookTestNamespace = "kao-webhooks"
