@@ -252,7 +252,17 @@ func resolveRoleVars(t *testing.T, playbookCmd, dir string, inv *Inventory) map[
 	if err := os.WriteFile(filepath.Join(dir, "resolve.yml"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := isolatedEnv(t, dir, "ANSIBLE_ROLES_PATH="+roles)
+	// Compiled templates are shared between the run's processes, as in
+	// kao's runs (internal/runner/jinjacache.go).
+	cache := filepath.Join(dir, "jinja-cache")
+	if err := os.Mkdir(cache, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	plugins, err := filepath.Abs(filepath.Join("..", "runner", "plugins", "callback"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := isolatedEnv(t, dir, "ANSIBLE_ROLES_PATH="+roles, "ANSIBLE_CALLBACK_PLUGINS="+plugins, "KAO_JINJA_CACHE_DIR="+cache)
 	run(t, dir, env, playbookCmd, "-i", "hosts.json", "resolve.yml",
 		"-e", `{"kao_run_id": "characterization", "kao_pki_dir": "`+pki+`", "kao_artifacts_dir": "`+filepath.Join(dir, "artifacts")+`",`+
 			` "kao_karmada_version_default": "v1.18.1", "kao_kubernetes_version_default": "v1.35.4", "kao_etcd_version_default": "v3.6.6"}`)

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -58,6 +59,10 @@ func ansibleConfig(spec *Spec, keyPath, knownHosts, controlDir string) []byte {
 	// wait 8 to 15% less CPU (BenchmarkControllerCPU), for some milliseconds
 	// more per task.
 	line("internal_poll_interval = %s", internalPollInterval)
+	// Compiled templates are shared between the run's processes
+	// (jinjacache.go).
+	line("callback_plugins = %s", filepath.Join(spec.Dir, pluginsDir, "callback"))
+	line("callbacks_enabled = %s", jinjaCacheCallback)
 	line("retry_files_enabled = False")
 	line("interpreter_python = auto_silent")
 	line("deprecation_warnings = False")

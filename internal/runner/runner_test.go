@@ -344,7 +344,7 @@ func TestRunDirectoryIsPrivateAndConfigured(t *testing.T) {
 		t.Errorf("run directory mode %o, extra vars mode %o; want 700 and 600", dirMode, extraMode)
 	}
 	for _, want := range []string{"host_key_checking = True", "StrictHostKeyChecking=yes", "pipelining = True", "internal_poll_interval = 0.01",
-		"ControlPersist=60s", "control_path_dir = /tmp/kao-cp-", "forks = 2"} {
+		"ControlPersist=60s", "control_path_dir = /tmp/kao-cp-", "forks = 2", "callbacks_enabled = kao_jinja_cache"} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("ansible.cfg lacks %q:\n%s", want, cfg)
 		}

@@ -18,6 +18,7 @@ import (
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/inventory"
 	"github.com/kao-io/kao/internal/pki"
+	"github.com/kao-io/kao/internal/runner"
 	"github.com/kao-io/kao/test/hosts"
 )
 
@@ -199,7 +200,8 @@ func etcdDeployment(hs []hosts.Host, etcd kaov1.ManagedEtcd) *kaov1.KarmadaDeplo
 }
 
 // ansible runs playbooks against the test hosts the way kao does: host keys
-// pinned, the harness key, extra vars from a 0600 file.
+// pinned, the harness key, extra vars from a 0600 file, compiled templates
+// shared through kao_jinja_cache (one cache for all the test's runs).
 type ansible struct {
 	dc  *hosts.Cluster
 	dir string
@@ -213,8 +215,10 @@ func newAnsible(t testing.TB, dc *hosts.Cluster) *ansible {
 	if err := os.WriteFile(cfg, []byte("# empty: settings come from the environment\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(dir, "cp"), 0o700); err != nil {
-		t.Fatal(err)
+	for _, sub := range []string{"cp", "jinja-cache"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sshArgs := strings.Join([]string{
 		"-o UserKnownHostsFile=" + dc.KnownHostsPath(),
@@ -238,6 +242,8 @@ func newAnsible(t testing.TB, dc *hosts.Cluster) *ansible {
 		"ANSIBLE_NOCOLOR=1",
 		"ANSIBLE_STDOUT_CALLBACK=default",
 		"ANSIBLE_LOCAL_TEMP=" + filepath.Join(dir, "tmp"),
+		"ANSIBLE_CALLBACK_PLUGINS=" + filepath.Join(repoRoot(t), "internal", "runner", "plugins", "callback"),
+		runner.JinjaCacheEnv + "=" + filepath.Join(dir, "jinja-cache"),
 	}}
 }
 
