@@ -114,18 +114,10 @@ func BenchmarkControllerCPU(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cpu := func(cfg string) time.Duration {
-		cmd := exec.Command("ansible-playbook", "-i", invPath, pbPath)
-		cmd.Env = append(os.Environ(), "ANSIBLE_CONFIG="+cfg)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("ansible-playbook: %v\n%s", err, out)
-		}
-		return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	}
 	var withDefault, withKao time.Duration
 	for i := 0; i < b.N; i++ {
-		withDefault += cpu(defaultCfg)
-		withKao += cpu(kaoCfg)
+		withDefault += playbookCPU(b, invPath, pbPath, "ANSIBLE_CONFIG="+defaultCfg)
+		withKao += playbookCPU(b, invPath, pbPath, "ANSIBLE_CONFIG="+kaoCfg)
 	}
 	ratio := float64(withKao) / float64(withDefault)
 	b.ReportMetric(ratio, "kao/default-cpu")
@@ -178,30 +170,31 @@ func BenchmarkJinjaCache(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cpu := func(withCache bool) time.Duration {
-		cmd := exec.Command("ansible-playbook", "-i", invPath, pbPath)
-		cmd.Env = append(os.Environ(), "ANSIBLE_CONFIG="+cfgPath)
-		if withCache {
-			// Each run starts with an empty cache, as each of kao's runs does.
-			cache, err := os.MkdirTemp(base, "cache-")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = os.RemoveAll(cache) }()
-			cmd.Env = append(cmd.Env, JinjaCacheEnv+"="+cache)
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("ansible-playbook: %v\n%s", err, out)
-		}
-		return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	}
 	var uncached, cached time.Duration
 	for i := 0; i < b.N; i++ {
-		uncached += cpu(false)
-		cached += cpu(true)
+		uncached += playbookCPU(b, invPath, pbPath, "ANSIBLE_CONFIG="+cfgPath)
+		// Each run starts with an empty cache, as each of kao's runs does.
+		cache, err := os.MkdirTemp(base, "cache-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		cached += playbookCPU(b, invPath, pbPath, "ANSIBLE_CONFIG="+cfgPath, JinjaCacheEnv+"="+cache)
 	}
 	ratio := float64(cached) / float64(uncached)
 	b.ReportMetric(ratio, "cached/uncached-cpu")
 	fmt.Printf("CPU of a role-shaped run on 3 hosts: without kao_jinja_cache %.2fs/run, with it %.2fs/run, ratio %.2f\n",
 		uncached.Seconds()/float64(b.N), cached.Seconds()/float64(b.N), ratio)
+}
+
+// playbookCPU runs ansible-playbook on a playbook and an inventory with env
+// added to this process's environment, and returns the CPU time it cost:
+// its own and that of the workers and modules it waited for.
+func playbookCPU(b *testing.B, inv, pb string, env ...string) time.Duration {
+	b.Helper()
+	cmd := exec.Command("ansible-playbook", "-i", inv, pb)
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("ansible-playbook: %v\n%s", err, out)
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
