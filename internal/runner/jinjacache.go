@@ -9,12 +9,13 @@ import (
 // plugins/callback/kao_jinja_cache.py keeps the compiled code in a directory
 // private to the run, so that the run's processes share it. Every run gets
 // the plugin in its own directory and the cache beside it; the cache is
-// removed with the run's secrets when the run ends.
+// removed with the run's secrets when the run ends, or by the next leader's
+// sweep (internal/controller/pipeline) after a crash.
 const (
 	// pluginsDir holds the Ansible plugins kao writes into a run's directory.
 	pluginsDir = "plugins"
-	// jinjaCacheDir is the run's cache of compiled templates.
-	jinjaCacheDir = "jinja-cache"
+	// JinjaCacheDir is the run's cache of compiled templates.
+	JinjaCacheDir = "jinja-cache"
 	// jinjaCachePlugin is the callback plugin's file, and jinjaCacheCallback
 	// the name ansible.cfg enables it by.
 	jinjaCachePlugin   = "kao_jinja_cache.py"

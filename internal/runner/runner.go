@@ -366,7 +366,7 @@ func (s *Spec) validate() error {
 		clean := filepath.Clean(f.Path)
 		top := strings.SplitN(filepath.ToSlash(clean), "/", 2)[0]
 		if f.Path == "" || filepath.IsAbs(f.Path) || clean != f.Path || top == ".." ||
-			slices.Contains([]string{SecretsDir, "inventory", "home", "tmp", pluginsDir, jinjaCacheDir, "extravars.json", "ansible.cfg", "ansible.log"}, top) {
+			slices.Contains([]string{SecretsDir, "inventory", "home", "tmp", pluginsDir, JinjaCacheDir, "extravars.json", "ansible.cfg", "ansible.log"}, top) {
 			return fmt.Errorf("run file %q must be a clean relative path outside the run's own files", f.Path)
 		}
 		provided = provided || filepath.Join(s.Dir, clean) == s.Playbook
@@ -418,7 +418,7 @@ func prepare(spec *Spec) (_ *runDir, err error) {
 		extraVars:  filepath.Join(spec.Dir, "extravars.json"),
 		controlDir: controlDir,
 	}
-	for _, sub := range []string{"inventory", "home", "tmp", SecretsDir, jinjaCacheDir} {
+	for _, sub := range []string{"inventory", "home", "tmp", SecretsDir, JinjaCacheDir} {
 		if err := os.Mkdir(filepath.Join(spec.Dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("creating run directory: %w", err)
 		}
@@ -469,7 +469,7 @@ func prepare(spec *Spec) (_ *runDir, err error) {
 		"ANSIBLE_STDOUT_CALLBACK=ansible.posix.jsonl",
 		"ANSIBLE_NOCOLOR=1",
 		"ANSIBLE_FORCE_COLOR=0",
-		JinjaCacheEnv + "=" + filepath.Join(spec.Dir, jinjaCacheDir),
+		JinjaCacheEnv + "=" + filepath.Join(spec.Dir, JinjaCacheDir),
 	}
 	return d, nil
 }
@@ -495,5 +495,5 @@ func (d *runDir) cleanup() {
 	}
 	_ = os.RemoveAll(d.controlDir)
 	_ = os.RemoveAll(filepath.Join(d.root, SecretsDir))
-	_ = os.RemoveAll(filepath.Join(d.root, jinjaCacheDir))
+	_ = os.RemoveAll(filepath.Join(d.root, JinjaCacheDir))
 }

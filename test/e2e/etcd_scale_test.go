@@ -29,8 +29,10 @@ import (
 // promotion per joining host and one removal per leaving host; status.etcd
 // must show exactly the members the spec asks for, all healthy with a
 // leader; the members that were running keep running in the same process;
-// the hosts that left must have no etcd left, not even its certificates;
-// and every object karmada-apiserver acknowledged must still be there. Then
+// the hosts that left must have no etcd left, not even its certificates,
+// and a run after the shrink must change nothing (but the routing that the
+// probes also write); and every object karmada-apiserver acknowledged must
+// still be there. Then
 // an EtcdBackup is taken while the leader's host is powered off.
 //
 // The quorum-loss scenario of docs/disaster-recovery.md lives here too, as
@@ -76,6 +78,20 @@ func TestEtcdScale(t *testing.T) {
 	testenv.Step(t, "1 to 3", func(t *testing.T) { scaleEtcd(t, dc, kd, 3) })
 	testenv.Step(t, "3 to 5", func(t *testing.T) { scaleEtcd(t, dc, kd, 5) })
 	testenv.Step(t, "5 to 3", func(t *testing.T) { scaleEtcd(t, dc, kd, 3) })
+	// The hosts that left are still in the inventory: a run after the
+	// shrink must find nothing to remove again on them, and nothing to
+	// change on the members.
+	testenv.Step(t, "converges on three members with nothing to change", func(t *testing.T) {
+		again := rerun(t, kd)
+		if again.Status.LastRun.Result != kaov1.RunSucceeded {
+			t.Fatalf("the run after shrinking to three members failed: %+v", again.Status.LastRun)
+		}
+		for _, c := range changedTasks(t, again) {
+			if !slices.Contains(routingTasks, c.task) {
+				t.Errorf("the run after shrinking to three members changed %s on %s", c.task, c.host)
+			}
+		}
+	})
 	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
 
 	acked, failed := w.stop()

@@ -201,7 +201,9 @@ func etcdDeployment(hs []hosts.Host, etcd kaov1.ManagedEtcd) *kaov1.KarmadaDeplo
 
 // ansible runs playbooks against the test hosts the way kao does: host keys
 // pinned, the harness key, extra vars from a 0600 file, compiled templates
-// shared through kao_jinja_cache (one cache for all the test's runs).
+// shared through kao_jinja_cache. Where kao gives each run a cache of its
+// own, a test's runs share one: the plugin checks, on every load, that the
+// filters and tests the code was compiled against are called the same way.
 type ansible struct {
 	dc  *hosts.Cluster
 	dir string

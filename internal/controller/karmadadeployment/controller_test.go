@@ -405,8 +405,8 @@ func TestRecreatedDeploymentIsANewObject(t *testing.T) {
 }
 
 // TestStateSweepCleansWhatCrashesAndDeletionsLeft: a new leader removes,
-// before any run, every run's secret files (a run removes its own when it
-// ends: any left belong to a process that crashed) and the run directories
+// before any run, every run's secret files and compiled templates (a run
+// removes its own when it ends: any left belong to a process that crashed) and the run directories
 // and fact caches of deployments that no longer exist; a live deployment's
 // runs and facts, and every backup, stay.
 func TestStateSweepCleansWhatCrashesAndDeletionsLeft(t *testing.T) {
@@ -417,6 +417,7 @@ func TestStateSweepCleansWhatCrashesAndDeletionsLeft(t *testing.T) {
 	files := map[string]bool{ // path → kept
 		filepath.Join(pipeline.RunsDir(stateDir, live.UID), "run-1", "ansible.log"):                true,
 		filepath.Join(pipeline.RunsDir(stateDir, live.UID), "run-1", "secrets", "ssh_key"):         false,
+		filepath.Join(pipeline.RunsDir(stateDir, live.UID), "run-1", "jinja-cache", "0a1b"):        false,
 		filepath.Join(pipeline.FactsDir(stateDir, live.UID), "node-1"):                             true,
 		filepath.Join(stateDir, "runs", gone, "run-1", "ansible.log"):                              false,
 		filepath.Join(stateDir, "facts", gone, "node-1"):                                           false,

@@ -16,7 +16,7 @@ import (
 // to one where etcd runs on none of the hosts, all up (a run starts it, and
 // nothing running is restarted meanwhile: TestChurn's stand-in hosts, where
 // nothing ever runs etcd, found it), not to a first install (its run is
-// what starts etcd), not to Containerized mode. TestRestoreAfterQuorumLoss (test/e2e) holds a real run.
+// what starts etcd), not to Containerized mode. test/e2e TestEtcdScale's step "Restore after a quorum loss" holds a real run.
 func TestRunsWaitOnlyForALostQuorumOfAnInstalledBinaryEtcd(t *testing.T) {
 	withEtcd := func(h probe.EtcdHealth, change func(*kaov1.KarmadaDeployment)) *kaov1.KarmadaDeployment {
 		kd := upgradeFixture()

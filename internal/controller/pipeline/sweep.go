@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/runner"
 )
 
 // Sweep cleans the state directory when the operator becomes the
@@ -77,14 +78,22 @@ func (s *Sweep) wait(ctx context.Context) {
 	}
 }
 
-// sweepRunSecrets removes the secrets directory of every run directory:
-// <state>/runs/<uid>/<run>/secrets. It returns how many it removed.
+// sweepRunSecrets removes what a run removes when it ends from every run
+// directory: <state>/runs/<uid>/<run>/secrets and its cache of compiled
+// templates. It returns how many secrets directories it removed.
 func sweepRunSecrets(stateDir string) (int, error) {
-	dirs, err := filepath.Glob(filepath.Join(stateDir, runsDirName, "*", "*", "secrets"))
+	dirs, err := filepath.Glob(filepath.Join(stateDir, runsDirName, "*", "*", runner.SecretsDir))
+	if err != nil {
+		return 0, err
+	}
+	caches, err := filepath.Glob(filepath.Join(stateDir, runsDirName, "*", "*", runner.JinjaCacheDir))
 	if err != nil {
 		return 0, err
 	}
 	var errs []error
+	for _, d := range caches {
+		errs = append(errs, os.RemoveAll(d))
+	}
 	for _, d := range dirs {
 		errs = append(errs, os.RemoveAll(d))
 	}
