@@ -13,21 +13,18 @@ import (
 // 2-core machine, longest first. Started in this order, the short ones fill
 // the lanes at the end; in source order the last long test ran alone for
 // some ten minutes while the other lane stood idle. go test's time of a
-// test includes its wait here for a lane. The times are those of the CI run
-// of 2026-11-27, except the estimates: those tests changed since
-// (TestEtcdScale took over the steps of TestRestoreAfterQuorumLoss;
-// TestBinaryInstall and the containerized tests lost duplicated runs), and
-// no CI run has measured them yet.
+// test includes its wait here for a lane: the times below are from a lane's
+// start to its end, in the local CI run of 2026-11-27 at 6ed7810 (53m44s).
 var longestFirst = []string{
-	"TestBinaryInstall",                      // about 1150 s, estimate (was about 1450 s)
-	"TestContainerizedOnRealPods",            // about 1100 s
-	"TestEtcdScale",                          // about 1080 s, estimate: about 480 s and the quorum loss's about 600 s
-	"TestBinaryUpgrade",                      // about 970 s
-	"TestInstallFaults",                      // about 750 s
-	"TestReplaceADeadHost",                   // about 340 s beside two others
-	"TestChurn",                              // about 290 s
-	"TestContainerizedEtcdChoicesOnRealPods", // about 280 s, estimate (was about 360 s)
-	"TestContainerizedInstall",               // about 200 s, estimate (was about 380 s)
+	"TestBinaryInstall",                      // 1304 s
+	"TestContainerizedOnRealPods",            // 1028 s
+	"TestEtcdScale",                          // 860 s, with the quorum loss
+	"TestBinaryUpgrade",                      // 717 s
+	"TestInstallFaults",                      // 580 s
+	"TestReplaceADeadHost",                   // 370 s
+	"TestContainerizedEtcdChoicesOnRealPods", // 224 s
+	"TestChurn",                              // 210 s
+	"TestContainerizedInstall",               // 146 s
 }
 
 // lanes admits the long tests, -parallel at a time, in the order of
