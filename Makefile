@@ -166,8 +166,13 @@ test: tools ## Run every test against the real tools (builds them first; root fo
 test-short: ## Run the tests that need neither an API server nor test hosts.
 	go test -short $(GOTESTFLAGS) ./...
 
+.PHONY: check-root
+check-root:
+	@if [ "$$(id -u)" -ne 0 ]; then \
+		echo "make check must run as root: the test hosts are systemd-nspawn containers in network namespaces" >&2; exit 1; fi
+
 .PHONY: check
-check: deps tools verify ## What CI runs: packages (root), tools, verify, then lint beside test.
+check: check-root deps tools verify ## What CI runs: packages (root), tools, verify, then lint beside test.
 	@# lint runs beside the test suite, which waits on hosts and pods more
 	@# than it computes: the check takes the suite's time, not the sum. Its
 	@# output comes after the suite's; either failing fails the check.
