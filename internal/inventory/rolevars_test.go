@@ -20,6 +20,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kao-io/kao/internal/runner"
 )
 
 // roleVarsPlays are the roles characterized and the host pattern of the play each
@@ -262,7 +264,7 @@ func resolveRoleVars(t *testing.T, playbookCmd, dir string, inv *Inventory) map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := isolatedEnv(t, dir, "ANSIBLE_ROLES_PATH="+roles, "ANSIBLE_CALLBACK_PLUGINS="+plugins, "KAO_JINJA_CACHE_DIR="+cache)
+	env := isolatedEnv(t, dir, "ANSIBLE_ROLES_PATH="+roles, "ANSIBLE_CALLBACK_PLUGINS="+plugins, runner.JinjaCacheEnv+"="+cache)
 	run(t, dir, env, playbookCmd, "-i", "hosts.json", "resolve.yml",
 		"-e", `{"kao_run_id": "characterization", "kao_pki_dir": "`+pki+`", "kao_artifacts_dir": "`+filepath.Join(dir, "artifacts")+`",`+
 			` "kao_karmada_version_default": "v1.18.1", "kao_kubernetes_version_default": "v1.35.4", "kao_etcd_version_default": "v3.6.6"}`)

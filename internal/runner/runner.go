@@ -167,6 +167,11 @@ type Result struct {
 // removed when the run ends.
 const SecretsDir = "secrets"
 
+// EndOfRunDirs are the directories of a run directory that go when the run
+// ends: its secret files and its compiled templates. A run whose process
+// died leaves them for the operator's sweep (internal/controller/pipeline).
+var EndOfRunDirs = []string{SecretsDir, JinjaCacheDir}
+
 // logTailBytes bounds the log tail kept in memory for the run's ConfigMap.
 const logTailBytes = 2 << 20
 
@@ -494,6 +499,7 @@ func (d *runDir) cleanup() {
 		_ = exec.Command("ssh", "-o", "ControlPath="+s, "-O", "exit", "kao-control-master").Run()
 	}
 	_ = os.RemoveAll(d.controlDir)
-	_ = os.RemoveAll(filepath.Join(d.root, SecretsDir))
-	_ = os.RemoveAll(filepath.Join(d.root, JinjaCacheDir))
+	for _, sub := range EndOfRunDirs {
+		_ = os.RemoveAll(filepath.Join(d.root, sub))
+	}
 }

@@ -78,26 +78,25 @@ func (s *Sweep) wait(ctx context.Context) {
 	}
 }
 
-// sweepRunSecrets removes what a run removes when it ends from every run
-// directory: <state>/runs/<uid>/<run>/secrets and its cache of compiled
-// templates. It returns how many secrets directories it removed.
+// sweepRunSecrets removes from every run directory,
+// <state>/runs/<uid>/<run>, what a run removes when it ends
+// (runner.EndOfRunDirs). It returns how many secrets directories it removed.
 func sweepRunSecrets(stateDir string) (int, error) {
-	dirs, err := filepath.Glob(filepath.Join(stateDir, runsDirName, "*", "*", runner.SecretsDir))
-	if err != nil {
-		return 0, err
-	}
-	caches, err := filepath.Glob(filepath.Join(stateDir, runsDirName, "*", "*", runner.JinjaCacheDir))
-	if err != nil {
-		return 0, err
-	}
+	secrets := 0
 	var errs []error
-	for _, d := range caches {
-		errs = append(errs, os.RemoveAll(d))
+	for _, sub := range runner.EndOfRunDirs {
+		dirs, err := filepath.Glob(filepath.Join(stateDir, runsDirName, "*", "*", sub))
+		if err != nil {
+			return 0, err
+		}
+		for _, d := range dirs {
+			errs = append(errs, os.RemoveAll(d))
+		}
+		if sub == runner.SecretsDir {
+			secrets = len(dirs)
+		}
 	}
-	for _, d := range dirs {
-		errs = append(errs, os.RemoveAll(d))
-	}
-	return len(dirs), errors.Join(errs...)
+	return secrets, errors.Join(errs...)
 }
 
 // sweepOrphans removes the per-object directories of the state directory
