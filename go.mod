@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/apenella/go-ansible/v2 v2.3.0
 	github.com/go-logr/logr v1.4.3
+	github.com/klauspost/compress v1.18.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.66.1

@@ -45,6 +45,10 @@
 # The cache key (set_key) is the set name, version and, for a module set, a
 # digest of its go.mod and go.sum; a new set needs nothing else.
 set -euo pipefail
+# Under sudo, PATH is sudo's secure_path, without Go's usual directory. The
+# Makefile adds it for its recipes, but make (4.3) runs $(shell ...), where
+# it asks this script for the tools' directories, with its own environment.
+command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${KAO_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kao/tools}"

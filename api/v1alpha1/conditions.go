@@ -30,6 +30,11 @@ const (
 	ComponentsHealthyReason = "ComponentsHealthy"
 	// ComponentsUnhealthyReason means at least one component failed its health check.
 	ComponentsUnhealthyReason = "ComponentsUnhealthy"
+	// ComponentsUnavailableReason means no instance of at least one component
+	// answers on any host (its only host is down, or every one of them): the
+	// message says what stops until a host runs it again. Binary mode only:
+	// a Containerized plane's host cluster reschedules what is missing.
+	ComponentsUnavailableReason = "ComponentsUnavailable"
 )
 
 // EtcdHealthyCondition says the etcd cluster has quorum and every member answers.
@@ -78,6 +83,16 @@ const (
 	// RunQueuedReason means a run is due but waits for a free slot: the
 	// operator's limit of runs at once (in total or in the namespace) is reached.
 	RunQueuedReason = "RunQueued"
+	// PlanningReason means kao plans the generation instead of applying it
+	// (annotation kao.io/plan): a check-mode run is under way.
+	PlanningReason = "Planning"
+	// PlannedReason means the generation is planned and not applied:
+	// status.plan says what its run would do; removing the annotation
+	// kao.io/plan applies it.
+	PlannedReason = "Planned"
+	// PlanFailedReason means the plan of the generation could not finish;
+	// status.plan says why. The generation is not applied.
+	PlanFailedReason = "PlanFailed"
 	// RunHeldQuorumLostReason means a run is due but held: the managed
 	// etcd has lost its quorum, so a run would fail at etcd and could make
 	// things worse. The run starts once a quorum answers again, after the

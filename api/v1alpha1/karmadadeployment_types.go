@@ -939,6 +939,117 @@ type KarmadaDeploymentStatus struct {
 	// drift is what the last drift check (spec.driftCheck) found.
 	// +optional
 	Drift *DriftStatus `json:"drift,omitempty"`
+
+	// plan is what the last plan (annotation kao.io/plan) found that a run
+	// of its generation would do.
+	// +optional
+	Plan *PlanStatus `json:"plan,omitempty"`
+}
+
+// PlanResult is the outcome of a plan.
+// +kubebuilder:validation:Enum=Planned;Failed
+type PlanResult string
+
+// Plan outcomes.
+const (
+	// PlanPlanned means the plan finished: status.plan says what a run of
+	// its generation would do (perhaps nothing).
+	PlanPlanned PlanResult = "Planned"
+	// PlanFailed means the plan could not finish (a host unreachable, a
+	// task failing): what a run would do is unknown, and the run would
+	// most likely fail the same way.
+	PlanFailed PlanResult = "Failed"
+)
+
+// PlanStatus is what a run of a generation not applied yet would do, found
+// by running its playbook's plays on the hosts in Ansible's check mode with
+// the certificates it would issue kept in memory: nothing changed on any
+// host, in Karmada or in kao's Secrets.
+type PlanStatus struct {
+	// runID identifies the plan, as a run's ID does.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	RunID string `json:"runID"`
+
+	// generation is the spec generation planned.
+	// +required
+	Generation int64 `json:"generation"`
+
+	// request is the value of the annotation kao.io/plan that asked for
+	// the plan; a new value plans the same generation again.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Request string `json:"request,omitempty"`
+
+	// playbook is the playbook the run would run: upgrade.yml when a
+	// version changes, members.yml when only spec.members does, else
+	// install.yml.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Playbook string `json:"playbook"`
+
+	// planTime is when the plan ended.
+	// +required
+	PlanTime metav1.Time `json:"planTime"`
+
+	// result is Planned or Failed.
+	// +required
+	Result PlanResult `json:"result"`
+
+	// message sums the plan up.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// items are what the run would change on the hosts, in the order it
+	// would change them (an upgrade's rollout order): units, files,
+	// certificates and binaries it would write, services it would start or
+	// enable, and the restarts that follow (kind Restart).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Items []DriftItem `json:"items,omitempty"`
+
+	// itemsDropped counts the items beyond the ones listed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ItemsDropped int32 `json:"itemsDropped,omitempty"`
+
+	// membersToJoin are the members the run would join (or hand a renewed
+	// agent certificate, for a Pull member).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
+	MembersToJoin []string `json:"membersToJoin,omitempty"`
+
+	// membersToUnjoin are the members the run would unjoin.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
+	MembersToUnjoin []string `json:"membersToUnjoin,omitempty"`
+
+	// certificates are the certificates and keys the run would issue
+	// (their names in the PKI Secret, without extension).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	Certificates []string `json:"certificates,omitempty"`
+
+	// upgrade lists the components an upgrade would move, with their hosts
+	// in rollout order, when the run would be upgrade.yml.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Upgrade []ComponentUpgrade `json:"upgrade,omitempty"`
+
+	// logConfigMapName is the ConfigMap holding the plan's log, kept like
+	// a run's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	LogConfigMapName string `json:"logConfigMapName,omitempty"`
 }
 
 // DriftResult is the outcome of a drift check.
@@ -956,8 +1067,9 @@ const (
 	DriftCheckFailed DriftResult = "Failed"
 )
 
-// DriftKind classifies a drifted item.
-// +kubebuilder:validation:Enum=Unit;File;Certificate;Binary;Service;Other
+// DriftKind classifies what a run would change: a drifted item, or an
+// item of a plan.
+// +kubebuilder:validation:Enum=Unit;File;Certificate;Binary;Service;Restart;Other
 type DriftKind string
 
 // Kinds of drift.
@@ -976,6 +1088,10 @@ const (
 	DriftService DriftKind = "Service"
 	// DriftOther is any other change a run would make.
 	DriftOther DriftKind = "Other"
+	// DriftRestart is a service a run would restart because of another
+	// change. Plans list them; drift checks leave them out, as they follow
+	// from the items they list.
+	DriftRestart DriftKind = "Restart"
 )
 
 // DriftStatus is the result of the last drift check.
@@ -1203,6 +1319,11 @@ type RunProgress struct {
 	// changes nothing.
 	// +optional
 	Check bool `json:"check,omitempty"`
+
+	// plan is set for a plan (annotation kao.io/plan): the playbook runs
+	// in check mode and changes nothing.
+	// +optional
+	Plan bool `json:"plan,omitempty"`
 
 	// updateTime is when this progress was last written.
 	// +optional

@@ -13,6 +13,16 @@ const FinalizerName = "kao.io/finalizer"
 // it handled in status.certificateRenewal.rotationRequest.
 const RotateCertificatesAnnotation = "kao.io/rotate-certificates"
 
+// PlanAnnotation set on a KarmadaDeployment (to any value, such as "true")
+// makes kao plan each generation of its spec instead of applying it: the
+// plays of the run that generation asks for run on the hosts in Ansible's
+// check mode, and status.plan says what the run would change, restart,
+// join, unjoin and issue; nothing changes anywhere. Remove the annotation to
+// apply the planned generation; give it a new value to plan it again.
+// Certificate renewals, rotations, drift checks and their repairs still run
+// once the current generation was applied.
+const PlanAnnotation = "kao.io/plan"
+
 // SkipUninstallAnnotation set to "true" on a KarmadaDeployment being deleted
 // removes the finalizer without running the uninstall playbook: the way out
 // when the hosts are gone for good and the uninstall can never succeed.
@@ -28,6 +38,19 @@ const SkipUninstallAnnotation = "kao.io/skip-uninstall"
 // was removed in the middle of a restore for good, delete the annotation by
 // hand to let the deployment run again.
 const RestoreInProgressAnnotation = "kao.io/restore-in-progress"
+
+// RestoredAtAnnotation on a KarmadaDeployment is when an EtcdRestore last
+// restored its etcd successfully (RFC 3339, UTC), set by the EtcdRestore
+// reconciler as it lets the deployment go. A restored etcd holds Karmada's
+// objects as the snapshot had them: kao's own (CRDs, webhook and APIService
+// CA bundles and endpoints, RBAC, the members' Clusters and Secrets) may be
+// from before an upgrade, a certificate rotation or a member's join, or from
+// another deployment's plane. So once, when this time is later than the
+// start of the deployment's last run, kao runs the install again, which
+// applies them as the spec and the deployment's certificates say. A value
+// that is not a time, or a time later than the operator's clock, asks for
+// nothing.
+const RestoredAtAnnotation = "kao.io/restored-at"
 
 // UpgradeWithoutBackupAnnotation lets an upgrade start without the etcd
 // snapshot kao takes first, where kao cannot take one: its etcd has no

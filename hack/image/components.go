@@ -221,7 +221,7 @@ func (b *builder) buildComponents(registry, artifacts, out string) error {
 // cached under the programs' checksums.
 func (b *builder) componentLayer(c componentImage, artifacts string, sums map[string]string) (ociimage.Layer, error) {
 	entries := []ociimage.Entry{{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777}}
-	key := []string{"component-v1", strconv.Itoa(baseEpoch), runtime.Version(), c.dir}
+	key := []string{"component-v1", strconv.Itoa(baseEpoch), runtime.Version(), ociimage.Compression, c.dir}
 	if c.zoneinfo {
 		goroot, err := exec.Command("go", "env", "GOROOT").Output()
 		if err != nil {

@@ -91,7 +91,22 @@ func run() error {
 	security := flag.String("security-mirror", "", "Debian security mirror URL; the mirror's sibling .../debian-security when empty.")
 	components := flag.Bool("components", false, "Build the Karmada control plane's images (Containerized mode, Pull members) from the bundle instead of the operator image, as one archive "+componentsArchive+" in -out.")
 	registry := flag.String("registry", "registry.kao.local", "With -components: the registry the images are named under for containerd (ctr images import); the archive's index names them without it.")
+	baseOnly := flag.Bool("base-only", false, "Only make sure the Debian layer is in -cache, and write no image: make check builds it beside the tools, while mmdebstrap mostly waits on downloads.")
 	flag.Parse()
+	if *baseOnly {
+		if err := os.MkdirAll(*cache, 0o750); err != nil {
+			return err
+		}
+		b := &builder{root: root, cache: *cache, mirror: *mirror, security: *security}
+		b.removeStaleTemps()
+		defer b.removeTemps()
+		start := time.Now()
+		if _, err := b.baseLayer(); err != nil {
+			return err
+		}
+		log.Printf("the Debian layer is in %s (%s)", *cache, time.Since(start).Round(time.Second))
+		return nil
+	}
 	if *components {
 		if err := os.MkdirAll(*cache, 0o750); err != nil {
 			return err
@@ -296,7 +311,7 @@ func (b *builder) baseLayer() (ociimage.Layer, error) {
 	if err != nil {
 		return ociimage.Layer{}, fmt.Errorf("mmdebstrap (make deps installs it): %w", err)
 	}
-	key := digestOf(append([]string{"base-v2", strconv.Itoa(baseEpoch), runtime.Version(), runtime.GOARCH, string(version), state}, args...)...)
+	key := digestOf(append([]string{"base-v2", strconv.Itoa(baseEpoch), runtime.Version(), ociimage.Compression, runtime.GOARCH, string(version), state}, args...)...)
 	packagesFile := filepath.Join(b.cache, "base-"+key+".packages")
 	layer, err := b.cached("base-"+key, func(dst string) (ociimage.Layer, error) {
 		log.Printf("building the Debian layer with mmdebstrap from %s and %s (about a minute)", mirror, security)
@@ -462,7 +477,7 @@ func (b *builder) bundleLayer(artifacts string) (ociimage.Layer, error) {
 	if err != nil {
 		return ociimage.Layer{}, fmt.Errorf("reading the bundle (make artifacts builds it): %w", err)
 	}
-	k := digestOf(append([]string{"bundle-v2", strconv.Itoa(baseEpoch), runtime.Version(), string(sums), string(manifest)}, key...)...)
+	k := digestOf(append([]string{"bundle-v2", strconv.Itoa(baseEpoch), runtime.Version(), ociimage.Compression, string(sums), string(manifest)}, key...)...)
 	return b.cached("bundle-"+k, func(dst string) (ociimage.Layer, error) {
 		log.Printf("compressing the offline bundle %s", artifacts)
 		return ociimage.LayerFromEntries(entries, time.Unix(baseEpoch, 0), dst)

@@ -36,6 +36,8 @@ Commands:
   status           show the instance's hosts and their state
   ssh HOST [CMD]   ssh to a host as root, host key checked against known_hosts
   stop HOST        power a host off abruptly (its disk, address and keys survive)
+  fail HOST        power a host off silently, as a power loss: cut, then stopped
+                   (its connections hear no end); restore, then start, brings it back
   start HOST       power a stopped host on and wait for it to boot
   cut HOST         cut a host off the network
   restore HOST     reconnect a cut host
@@ -118,7 +120,7 @@ func dispatch(ctx context.Context, cfg hosts.Config, cmd string, args []string, 
 			return usageError("ssh needs a host")
 		}
 		return sshTo(cfg, args[0], args[1:])
-	case "stop", "start", "cut", "restore":
+	case "stop", "fail", "start", "cut", "restore":
 		if len(args) != 1 {
 			return usageError(cmd + " needs exactly one host")
 		}
@@ -228,6 +230,8 @@ func hostAction(ctx context.Context, cfg hosts.Config, action, host string) erro
 	switch action {
 	case "stop":
 		return c.Stop(ctx, host)
+	case "fail":
+		return c.Fail(ctx, host)
 	case "start":
 		return c.Start(ctx, host)
 	case "cut":

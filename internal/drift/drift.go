@@ -2,7 +2,8 @@
 // would change, what drifted on the hosts since the last run: the changes
 // made outside kao, classified (a unit, a file, a certificate, a binary, a
 // service), without the restarts and reloads a run would
-// make because of them.
+// make because of them. For a plan of a generation not applied yet it
+// lists the restarts too.
 package drift
 
 import (
@@ -23,19 +24,34 @@ const MaxItems = 100
 // and restarts a run would make because of them. The second value counts
 // the items beyond MaxItems, with the changes the run itself dropped.
 func Items(changes []runner.Change, dropped int) ([]kaov1.DriftItem, int32) {
+	return collect(changes, dropped, item)
+}
+
+// PlanItems turns what a check-mode run of a generation not applied yet
+// would change into the items of a plan: Items' kinds, in run order, and
+// the restarts too (kind Restart), which a person approving a change wants
+// to see; reloads of systemd's units are left out.
+func PlanItems(changes []runner.Change, dropped int) ([]kaov1.DriftItem, int32) {
+	return collect(changes, dropped, planItem)
+}
+
+// collect classifies changes into items, in order, at most MaxItems, and
+// counts the rest with dropped.
+func collect(changes []runner.Change, dropped int, classify func(runner.Change) (kaov1.DriftItem, bool)) ([]kaov1.DriftItem, int32) {
 	items := []kaov1.DriftItem{}
 	seen := map[string]bool{}
 	extra := dropped
 	for _, c := range changes {
-		item, ok := item(c)
+		it, ok := classify(c)
 		if !ok {
 			continue
 		}
 		// A path two roles install, or a task a role runs twice, is one item;
-		// changes that name nothing stay apart by task.
-		key := item.Host + "\x00" + string(item.Kind) + "\x00" + item.Item
-		if item.Item == "" {
-			key += "\x00" + item.Task
+		// changes that name nothing, and restarts (an upgrade restarts a
+		// service once per step), stay apart by task.
+		key := it.Host + "\x00" + string(it.Kind) + "\x00" + it.Item
+		if it.Item == "" || it.Kind == kaov1.DriftRestart {
+			key += "\x00" + it.Task
 		}
 		if seen[key] {
 			continue
@@ -45,9 +61,23 @@ func Items(changes []runner.Change, dropped int) ([]kaov1.DriftItem, int32) {
 			extra++
 			continue
 		}
-		items = append(items, item)
+		items = append(items, it)
 	}
 	return items, int32(extra) //nolint:gosec // bounded by the run's changes
+}
+
+// planItem classifies one change for a plan: as item does, and a restart
+// as an item of its own.
+func planItem(c runner.Change) (kaov1.DriftItem, bool) {
+	it, ok := item(c)
+	if ok || c.State != "restarted" {
+		return it, ok
+	}
+	it.Kind, it.Diff = kaov1.DriftRestart, ""
+	if it.Item == "" {
+		it.Item = "(unnamed service)"
+	}
+	return it, true
 }
 
 // item classifies one change; false for a consequence of another

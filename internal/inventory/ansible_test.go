@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/testenv"
 )
 
 // binDir holds the kao-inventory binary, built once per test binary run (the build
@@ -54,7 +55,7 @@ func inventoryBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
 		binPath = filepath.Join(binDir, "kao-inventory")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/kao-io/kao/cmd/kao-inventory")
+		cmd := exec.Command("go", append(append([]string{"build"}, testenv.BuildFlags...), "-o", binPath, "github.com/kao-io/kao/cmd/kao-inventory")...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binError = fmt.Errorf("go build ./cmd/kao-inventory: %w\n%s", err, out)
 		}

@@ -77,6 +77,22 @@ func register() {
 // so that checks and the runs that change hosts count apart.
 const CheckSuffix = ":check"
 
+// PlanSuffix ends the playbook label of a plan (upgrade.yml:plan), so that
+// plans count apart from the runs that apply them.
+const PlanSuffix = ":plan"
+
+// PlaybookLabel is the playbook label of a run of playbook: with
+// CheckSuffix for a drift check, PlanSuffix for a plan.
+func PlaybookLabel(playbook string, check, plan bool) string {
+	switch {
+	case check:
+		return playbook + CheckSuffix
+	case plan:
+		return playbook + PlanSuffix
+	}
+	return playbook
+}
+
 // Run identifies a playbook run for its metrics.
 type Run struct {
 	Namespace  string

@@ -165,11 +165,7 @@ func (e emitter) deployment(kd *kaov1.KarmadaDeployment) {
 	e.gauge(DeploymentFails, failures, ns, name)
 	e.timestamp(DeploymentSuccess, st.LastSuccessfulRunTime, ns, name)
 	if st.Progress != nil {
-		playbook := st.Progress.Playbook
-		if st.Progress.Check {
-			playbook += CheckSuffix
-		}
-		e.gauge(DeploymentRunning, 1, ns, name, playbook)
+		e.gauge(DeploymentRunning, 1, ns, name, PlaybookLabel(st.Progress.Playbook, st.Progress.Check, st.Progress.Plan))
 	}
 	for _, c := range st.Components {
 		e.gauge(ComponentReady, boolValue(c.Ready), ns, name, c.Name)

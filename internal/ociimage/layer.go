@@ -2,7 +2,6 @@ package ociimage
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -14,7 +13,16 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 )
+
+// Compression names the compressor of every layer, module version and
+// level: part of the key of each cached layer (hack/image), so that a layer
+// compressed otherwise, with other bytes for the same tar, is never reused
+// in a build that must give the same digest as one from an empty cache.
+// TestCompressionNamesTheModule keeps it in step with go.mod.
+const Compression = "github.com/klauspost/compress v1.18.0 gzip default level"
 
 // MediaTypeLayer is a gzip-compressed tar layer.
 const MediaTypeLayer = "application/vnd.oci.image.layer.v1.tar+gzip"
@@ -187,7 +195,11 @@ func writeEntry(tw *tar.Writer, e Entry, mtime time.Time) error {
 // writeLayer runs fill with a writer whose bytes become the layer's
 // uncompressed tar, and writes the gzip of it to dst. The gzip header has no
 // name and no time, so the compressed bytes depend only on the tar (and on
-// Go's compress/flate, fixed by the Go version).
+// the compressor, fixed by go.mod). The compressor is klauspost/compress's
+// gzip: the same format as Go's compress/gzip, about four times faster at
+// the default level for 3% more bytes (on karmada-controller-manager). The
+// operator image carries the 1.2 GB offline bundle, so compression was
+// most of a build's CPU.
 func writeLayer(dst string, fill func(io.Writer) error) (Layer, error) {
 	f, err := os.Create(dst)
 	if err != nil {

@@ -111,12 +111,17 @@ func AgentClient(member string) string { return agentClientPrefix + member }
 // agent RBAC names.
 func AgentUser(member string) string { return agentIdentityPrefix + member }
 
+// CAs are the names of the three CAs a bundle may hold; with the
+// service-account key they are its trust roots, which Ensure never replaces
+// while something depends on them.
+var CAs = []string{CA, FrontProxyCA, EtcdCA}
+
 // issuerOf names the CA that signs name. It follows the naming scheme of the
 // catalog (catalog_test.go checks that they agree), so that Validate needs no
 // Request.
 func issuerOf(name string) string {
 	switch {
-	case name == CA || name == FrontProxyCA || name == EtcdCA:
+	case slices.Contains(CAs, name):
 		return ""
 	case name == FrontProxyClient:
 		return FrontProxyCA

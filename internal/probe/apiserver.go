@@ -25,6 +25,11 @@ type Endpoint struct {
 	URL string
 	// Ready is true when the instance answered ok.
 	Ready bool
+	// Answered is true when the instance answered at all, ok or not (an API
+	// server whose etcd lost its quorum answers /readyz with an error): it
+	// runs, where a host that is down or a process that is gone does not
+	// answer.
+	Answered bool
 	// Message says why an instance is not ready.
 	Message string
 }
@@ -75,6 +80,7 @@ func readyz(ctx context.Context, c *http.Client, host, url string) Endpoint {
 		return e
 	}
 	defer func() { _ = resp.Body.Close() }()
+	e.Answered = true
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	text := strings.TrimSpace(string(body))
 	if resp.StatusCode != http.StatusOK {

@@ -35,4 +35,8 @@ func TestReadyzReportsEachInstance(t *testing.T) {
 	if got[2].Ready || !strings.Contains(got[2].Message, "connection refused") {
 		t.Errorf("c must say it refused the connection: %+v", got[2])
 	}
+	// a and b run, ready or not; nothing answers at c.
+	if !got[0].Answered || !got[1].Answered || got[2].Answered {
+		t.Errorf("answered: a %v, b %v, c %v; want true, true, false", got[0].Answered, got[1].Answered, got[2].Answered)
+	}
 }

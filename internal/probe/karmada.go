@@ -56,6 +56,9 @@ type LeaseState struct {
 	Holder string
 	// Held is true when the holder renewed the lease within its duration.
 	Held bool
+	// Read is true when the lease was read: then Held false means that no
+	// instance renewed it, where a failed read tells nothing.
+	Read bool
 	// Message says why the lease is not held.
 	Message string
 }
@@ -101,7 +104,7 @@ func handshake(ctx context.Context, host, addr string, tlsConfig *tls.Config) En
 		return e
 	}
 	_ = conn.Close()
-	e.Ready = true
+	e.Ready, e.Answered = true, true
 	return e
 }
 
@@ -117,6 +120,7 @@ func (Karmada) Leases(ctx context.Context, api API, leases []LeaseRef, now time.
 			out[i] = st
 			continue
 		}
+		st.Read = true
 		st.Held, st.Holder, st.Message = leaseHeld(l, now)
 		out[i] = st
 	}

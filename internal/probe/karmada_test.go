@@ -80,6 +80,12 @@ func TestLeasesTellAliveFromStaleLeaders(t *testing.T) {
 	if got[3].Held || !strings.Contains(got[3].Message, "HTTP 404") {
 		t.Errorf("missing: %+v", got[3])
 	}
+	// Only a lease that was read tells that no instance renews it.
+	for i, want := range []bool{true, true, true, false} {
+		if got[i].Read != want {
+			t.Errorf("lease %d: Read %v, want %v", i, got[i].Read, want)
+		}
+	}
 }
 
 func TestAPIServiceReadsAvailable(t *testing.T) {

@@ -2,7 +2,9 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +108,13 @@ func StartManagerAs(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme, name
 		defer close(done)
 		if err := mgr.Start(ctx); err != nil {
 			t.Errorf("manager: %v", err)
+			if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "grace period") {
+				// A runnable did not stop within the grace period: say
+				// where every goroutine of the test binary is waiting.
+				var stacks strings.Builder
+				_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+				t.Logf("goroutines when the manager gave up stopping:\n%s", stacks.String())
+			}
 		}
 	}()
 	var once sync.Once

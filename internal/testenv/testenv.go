@@ -16,6 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
+// BuildFlags are what `make test` gives go test besides its own flags
+// (GOTESTFLAGS in the Makefile: no DWARF). A test that builds one of kao's
+// programs with them reuses the packages compiled for the test binaries,
+// where other flags compile all of them again on a fresh machine.
+var BuildFlags = []string{"-ldflags=-w", "-gcflags=all=-dwarf=false"}
+
 // RepoRoot returns the repository root, found from this source file's location.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)

@@ -274,7 +274,7 @@ var (
 func managerFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	build := exec.Command("go", append(append([]string{"build"}, testenv.BuildFlags...), "-o", bin, "./cmd/manager")...)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/manager: %v\n%s", err, out)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -21,9 +22,12 @@ var addonComponents = []string{"karmada-search", "karmada-metrics-adapter", "kar
 // controlPlane hosts, ready and running Karmada's version, its certificates
 // in status.certificates, karmada-apiserver serving search.karmada.io and
 // metrics.k8s.io through them, an estimator per member on every
-// controlPlane host. The addons stay enabled: the certificate step's first
-// run disables them, and checkAddonsGone checks what it left (a run of its
-// own would cost the test another install run).
+// controlPlane host. The same install.yml run gives karmada-scheduler the
+// estimator flags (it restarts before the estimators serve), and the
+// scheduler connects to every member's estimator through its ExternalName
+// Service. The addons stay enabled: the certificate step's first run
+// disables them, and checkAddonsGone checks what it left (a run of its own
+// would cost the test another install run).
 func addonsBySpec(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, kubectl func(args ...string) string) {
 	before := get(t, kd)
 	karmada := ""
@@ -41,7 +45,7 @@ func addonsBySpec(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, 
 	start := time.Now()
 	prev := before.Status.LastRun.ID
 	updateSpec(t, kd, enableAddons)
-	enabled := waitForNextRun(t, kd, prev, 10*time.Minute)
+	enabled := waitForNextRun(t, kd, prev)
 	if last := enabled.Status.LastRun; last.Result != kaov1.RunSucceeded {
 		t.Fatalf("the run enabling the addons failed: %+v", last)
 	}
@@ -88,7 +92,76 @@ func addonsBySpec(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, 
 		if got := strings.Fields(out); len(got) != len(units) || slices.ContainsFunc(got, func(s string) bool { return s != "active" }) {
 			t.Errorf("on %s, %v are %q; want all active", h, units, got)
 		}
+		argv := processArgv(t, dc, h, "karmada-scheduler")
+		for _, want := range []string{"--enable-scheduler-estimator=true", "--scheduler-estimator-port=10352",
+			"--scheduler-estimator-cert-file=/etc/karmada/controllers/pki/karmada-scheduler-estimator-client.crt"} {
+			if !slices.Contains(argv, want) {
+				t.Errorf("karmada-scheduler on %s lacks %q: %q", h, want, argv)
+			}
+		}
 	}
+	// Each member's Service sends the scheduler to its estimator on the
+	// scheduler's own host: port 10400 plus the member's index by name.
+	sorted := slices.Sorted(slices.Values(members))
+	for i, m := range sorted {
+		want := fmt.Sprintf("ExternalName 127.0.0.1 10352 %d", 10400+i)
+		if svc := kubectl("-n", "karmada-system", "get", "service", "karmada-scheduler-estimator-"+m, "-o",
+			"jsonpath={.spec.type} {.spec.externalName} {.spec.ports[0].port} {.spec.ports[0].targetPort}"); svc != want {
+			t.Errorf("Service karmada-scheduler-estimator-%s is %q, want %s", m, svc, want)
+		}
+	}
+	checkSchedulerConnected(t, dc, cpHosts, members)
+}
+
+// checkSchedulerConnected waits until karmada-scheduler has connected to the
+// estimator of every member. Only the scheduler that leads connects, so the
+// journals of every host in on count. install.yml restarted the scheduler
+// with the estimator flags before the estimators' Services existed: its
+// first dials failed, and it dials again with a growing back-off, hence the
+// five minutes.
+func checkSchedulerConnected(t *testing.T, dc *hosts.Cluster, on, members []string) {
+	t.Helper()
+	waiting := slices.Clone(members)
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(2 * time.Second) {
+		journals := ""
+		for _, h := range on {
+			out, err := dc.Run(t.Context(), h, "journalctl -u karmada-scheduler --no-pager -o cat | grep -F 'has been established' || true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			journals += out
+		}
+		waiting = slices.DeleteFunc(waiting, func(m string) bool {
+			return strings.Contains(journals, "of cluster("+m+") has been established")
+		})
+		if len(waiting) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	last := []string{}
+	for _, h := range on {
+		out, err := dc.Run(t.Context(), h, "journalctl -u karmada-scheduler --no-pager -o cat | grep -iF estimator | tail -10")
+		if err != nil {
+			out = err.Error()
+		}
+		last = append(last, h+":\n"+out)
+	}
+	t.Errorf("karmada-scheduler did not connect to the estimators of %v within 5m; its last lines about estimators:\n%s",
+		waiting, strings.Join(last, "\n"))
+}
+
+// processArgv is the command line of the main process of a systemd service
+// on a test host.
+func processArgv(t testing.TB, dc *hosts.Cluster, host, service string) []string {
+	t.Helper()
+	argv, err := dc.ServiceArgv(t.Context(), host, service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return argv
 }
 
 // controlPlaneHosts are the names of the deployment's controlPlane hosts,
@@ -129,9 +202,11 @@ func disableAddons(s *kaov1.KarmadaDeploymentSpec) {
 }
 
 // checkAddonsGone checks, after the successful run that applied
-// disableAddons, that status (within the next probes), the APIServices and
-// the hosts' services have forgotten every addon. Another run may be
-// restarting the API servers meanwhile, so a failed kubectl is retried.
+// disableAddons, that status (within the next probes), the APIServices,
+// the addons' Services and API in karmada-apiserver, and the hosts' units,
+// files and karmada-scheduler's estimator flags have forgotten every addon.
+// Another run may be restarting the API servers meanwhile, so a failed
+// kubectl is retried.
 func checkAddonsGone(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment) {
 	t.Helper()
 	cpHosts := controlPlaneHosts(kd)
@@ -172,6 +247,50 @@ func checkAddonsGone(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeploymen
 		}
 		if strings.TrimSpace(out) != "0" {
 			t.Errorf("on %s, %s addon units are left", h, strings.TrimSpace(out))
+		}
+		out, err = dc.Run(t.Context(), h, "ls /etc/karmada/addons /etc/systemd/system/karmada-s* /etc/systemd/system/karmada-d* "+
+			"/etc/systemd/system/karmada-m* /etc/karmada/controllers/pki/karmada-scheduler-estimator-client.crt 2>&1 || true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if !strings.Contains(line, "No such file") && !strings.HasSuffix(line, "karmada-scheduler.service") {
+				t.Errorf("left on %s: %q", h, line)
+			}
+		}
+		if argv := processArgv(t, dc, h, "karmada-scheduler"); slices.Contains(argv, "--enable-scheduler-estimator=true") {
+			t.Errorf("karmada-scheduler on %s still calls the estimators: %q", h, argv)
+		}
+	}
+	services := []string{"karmada-search", "karmada-metrics-adapter"}
+	for _, m := range kd.Spec.Members {
+		services = append(services, "karmada-scheduler-estimator-"+m.Name)
+	}
+	for _, svc := range services {
+		if gone, out := karmadaNotFound(t, kd, "-n", "karmada-system", "get", "service", svc); !gone {
+			t.Errorf("Service %s is still there: %s", svc, out)
+		}
+	}
+	if gone, out := karmadaNotFound(t, kd, "get", "--raw", "/apis/search.karmada.io/v1alpha1"); !gone {
+		t.Errorf("karmada-apiserver still serves search.karmada.io: %.300s", out)
+	}
+}
+
+// karmadaNotFound runs kubectl with args against kd's karmada-apiserver
+// until it answers NotFound (true) or with the object (false, its output);
+// another error, an API server restarting, is retried for a minute, then
+// returned as the output.
+func karmadaNotFound(t *testing.T, kd *kaov1.KarmadaDeployment, args ...string) (bool, string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		out, err := karmadaKubectlErr(t, kd, args...)
+		switch {
+		case err == nil:
+			return false, out
+		case strings.Contains(err.Error(), "NotFound"):
+			return true, ""
+		case time.Now().After(deadline):
+			return false, err.Error()
 		}
 	}
 }

@@ -193,9 +193,12 @@ func diskSpaceRole(ns string) *corev1.ConfigMap {
 // One change sets certificates valid for 24 minutes, renewed 23 minutes
 // before they expire, the two user roles of the README's example, and
 // kao.io/rotate-certificates, and disables the addons. Its run re-issues
-// every leaf with the short lifetime and rolls them out host by host: both
-// API servers serve the rotated certificate, no round of the prober finds
-// neither ready, the roles run on their groups, the addons are gone from the
+// every leaf with the short lifetime and rolls them out host by host: the
+// three etcd members and the two API servers restart one at a time (the
+// restart windows systemd records do not overlap), the etcd leader hands
+// its leadership on before it restarts (the run's log), both API servers
+// serve the rotated certificate, no round of the prober finds neither
+// ready, the roles run on their groups, the addons are gone from the
 // hosts, karmada-apiserver and status, the Pull member's agent gets its
 // rotated certificate and restarts with it, the exported kubeconfig follows
 // and every member is Ready again.
@@ -273,6 +276,13 @@ func rotateCertificates(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeploy
 		}
 	}
 	t.Logf("rotation run %s took %s", r1.ID, r1.EndTime.Sub(r1.StartTime.Time).Round(time.Second))
+	// The run restarted every etcd member and both API servers, one host at
+	// a time: each went down only after the one before it was back, and the
+	// etcd leader handed its leadership on before it stopped. The paused
+	// deployment starts no run that restarts them again before these reads.
+	checkRestartsOneAtATime(t, dc, r1, "karmada-etcd", nodes[0].Name, nodes[1].Name, nodes[2].Name)
+	checkRestartsOneAtATime(t, dc, r1, "karmada-apiserver", nodes[0].Name, nodes[1].Name)
+	checkLeadershipHandedOn(t, rotated)
 	if r := rotated.Status.CertificateRenewal; r == nil || r.RotationRequest != "e2e-short-lived" {
 		t.Fatalf("status.certificateRenewal after the rotation: %+v", r)
 	}
@@ -387,6 +397,51 @@ func rotateCertificates(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeploy
 			c.Status.Phase, c.Status.LastRun.ID, c.Status.Progress, r1.ID)
 	}
 	t.Logf("the rotation step took %s", time.Since(started).Round(time.Second))
+}
+
+// checkRestartsOneAtATime reads the last restart of unit on each host and
+// checks that run restarted it there, and that no two hosts had it down at
+// once.
+func checkRestartsOneAtATime(t *testing.T, dc *hosts.Cluster, run *kaov1.RunStatus, unit string, on ...string) {
+	t.Helper()
+	var rs []hosts.Restart
+	for _, h := range on {
+		r, err := dc.LastRestart(context.Background(), h, unit)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if r.DownAt.Before(run.StartTime.Truncate(time.Second)) {
+			t.Errorf("%s on %s last went down at %s, before run %s started at %s: the run did not restart it",
+				unit, h, r.DownAt.Format(time.RFC3339), run.ID, run.StartTime.Format(time.RFC3339))
+		}
+		rs = append(rs, r)
+	}
+	if hosts.Overlap(rs) {
+		t.Errorf("two %s were down at once in run %s (host monotonic clock, µs): %v", unit, run.ID, rs)
+	}
+}
+
+// checkLeadershipHandedOn checks, in the log of kd's last run, that the etcd
+// role moved the leadership away from a member before restarting it: a
+// leader that just stops leaves the cluster without one until an election
+// ends, and every linearizable read fails meanwhile (karmada-apiserver's
+// /readyz among them).
+func checkLeadershipHandedOn(t *testing.T, kd *kaov1.KarmadaDeployment) {
+	t.Helper()
+	const task = "Etcd | Restart | Hand the leadership to another member"
+	var restarts []string
+	for _, l := range stampedLines(lastRunLog(t, kd)) {
+		if !strings.Contains(l.rest, "Etcd | Restart |") {
+			continue
+		}
+		restarts = append(restarts, l.at.Format("15:04:05.000")+" "+l.rest)
+		if f := strings.Fields(l.rest); len(f) > 0 && (f[0] == "ok" || f[0] == "changed") && strings.Contains(l.rest, task) {
+			return
+		}
+	}
+	t.Errorf("run %s did not move etcd's leadership before restarting the leader (no ok or changed %q); its etcd restart lines:\n%s",
+		kd.Status.LastRun.ID, task, strings.Join(restarts, "\n"))
 }
 
 // inOrder tells whether want appears in got in order, other values between

@@ -63,7 +63,7 @@ const churnSettle = 3 * time.Minute
 // (which claims the host) and a unit of the deployment's own, a few seconds
 // long, so that 30 steps fit in CI; KAO_CHURN_PLAYBOOKS=real uses kao's own.
 func TestChurn(t *testing.T) {
-	longTest(t) // see the package doc: long tests run two at a time, longest first
+	longTest(t) // see the package doc: long tests share the machine's test lanes, longest first
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv(churnSeedEnv); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)

@@ -58,7 +58,7 @@ func containerizedAddons(t *testing.T, at addonTarget, kd *kaov1.KarmadaDeployme
 			KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "edge-kubeconfig", Key: "kubeconfig"}})
 		enableAddons(s)
 	})
-	enabled := waitForNextRun(t, kd, prev, 8*time.Minute)
+	enabled := waitForNextRun(t, kd, prev)
 	if last := enabled.Status.LastRun; last.Result != kaov1.RunSucceeded {
 		t.Fatalf("the run joining a member and enabling the addons failed: %+v\n%s", last, at.diagnose())
 	}
@@ -121,7 +121,7 @@ func containerizedAddons(t *testing.T, at addonTarget, kd *kaov1.KarmadaDeployme
 	// Disabling every addon removes what the run made for them.
 	start = time.Now()
 	updateSpec(t, kd, disableAddons)
-	disabled := waitForNextRun(t, kd, enabled.Status.LastRun.ID, 6*time.Minute)
+	disabled := waitForNextRun(t, kd, enabled.Status.LastRun.ID)
 	if last := disabled.Status.LastRun; last.Result != kaov1.RunSucceeded {
 		t.Fatalf("the run disabling the addons failed: %+v", last)
 	}

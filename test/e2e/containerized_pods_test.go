@@ -59,7 +59,7 @@ const (
 // names the deleted one, and which then takes them over with Karmada's data;
 // and deletes that one with its data.
 func TestContainerizedOnRealPods(t *testing.T) {
-	longTest(t) // see the package doc: long tests run two at a time, longest first
+	longTest(t) // see the package doc: long tests share the machine's test lanes, longest first
 	start := time.Now()
 	ctx := context.Background()
 	c := node.Start(t, node.Options{})
@@ -79,7 +79,7 @@ func TestContainerizedOnRealPods(t *testing.T) {
 	if err := k8s.Create(ctx, kd); err != nil {
 		t.Fatal(err)
 	}
-	done := waitForRun(t, kd, 8*time.Minute)
+	done := waitForRun(t, kd, runWait)
 	if done.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the install failed: %+v", done.Status.LastRun)
 	}
@@ -138,7 +138,7 @@ func TestContainerizedOnRealPods(t *testing.T) {
 	changeDeployment(t, kd, func(kd *kaov1.KarmadaDeployment) {
 		metav1.SetMetaDataAnnotation(&kd.ObjectMeta, kaov1.RotateCertificatesAnnotation, "pods-rotation")
 	})
-	rotated := waitForNextRun(t, kd, prev, 6*time.Minute)
+	rotated := waitForNextRun(t, kd, prev)
 	if rotated.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the rotation's run failed: %+v", rotated.Status.LastRun)
 	}
@@ -220,7 +220,7 @@ func TestContainerizedOnRealPods(t *testing.T) {
 		kd.Annotations[kaov1.TakeOverFromAnnotation] = string(final.UID)
 	})
 	phase = time.Now()
-	if done := waitForRun(t, retaken, 8*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
+	if done := waitForRun(t, retaken, runWait); done.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the install over etcd's claims failed: %+v", done.Status.LastRun)
 	}
 	reinstalled := waitForCondition(t, retaken, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)

@@ -116,7 +116,7 @@ func containerizedDeployment(ns, name, kubeconfigSecret string) *kaov1.KarmadaDe
 // spread and tolerations), which the real node harness does not have;
 // TestContainerizedOnRealPods runs real containers.
 func TestContainerizedInstall(t *testing.T) {
-	longTest(t) // see the package doc: long tests run two at a time, longest first
+	longTest(t) // see the package doc: long tests share the machine's test lanes, longest first
 	start := time.Now()
 	ctx := context.Background()
 	hc := hostcluster.Start(t, hostcluster.Options{Nodes: 3, StorageClass: containerizedClass, Volumes: 3})
@@ -143,7 +143,7 @@ func TestContainerizedInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	installStart := time.Now()
-	done := waitForRun(t, kd, 6*time.Minute)
+	done := waitForRun(t, kd, runWait)
 	if done.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the install failed: %+v\nkubelet errors: %v", done.Status.LastRun, kubelet.Errors())
 	}

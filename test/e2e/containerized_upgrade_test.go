@@ -60,7 +60,7 @@ func upgradeContainerized(t *testing.T, client kubernetes.Interface, kd *kaov1.K
 	allow("v1.17.1")
 	prev := kd.Status.LastRun.ID
 	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Components.Scheduler.Version = "v1.18.1" })
-	done := waitForNextRun(t, kd, prev, 8*time.Minute)
+	done := waitForNextRun(t, kd, prev)
 	check(done, "v1.17.1", []string{"karmada-scheduler:v1.17.1->v1.18.1"})
 	want := containerizedVersions("v1.17.1")
 	want["karmada-scheduler"] = "v1.18.1"
@@ -73,7 +73,7 @@ func upgradeContainerized(t *testing.T, client kubernetes.Interface, kd *kaov1.K
 		s.Version = "v1.18.1"
 		s.Components.Scheduler.Version = ""
 	})
-	done = waitForNextRun(t, kd, prev, 8*time.Minute)
+	done = waitForNextRun(t, kd, prev)
 	// The scheduler is on v1.18.1 already, and the Kubernetes components do
 	// not change with Karmada's version: neither moves.
 	check(done, "v1.18.1", []string{

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
@@ -22,9 +23,11 @@ import (
 
 // TestReplaceADeadHost loses a host for good and replaces it, as an SRE of
 // a bare-metal data centre would (docs/disaster-recovery.md): three hosts
-// each run an etcd member, karmada-apiserver and the controllers, a Push
-// member is joined, and the third host, which leads etcd, is powered off
-// and never comes back. With a writer creating objects through
+// each run an etcd member and karmada-apiserver, the third alone runs the
+// controllers and the webhook (the only controlPlane host), a Push member
+// is joined, and the third host, which leads etcd, is powered off and never
+// comes back. kao must say which components have no instance left and what
+// stops until the replacement runs them (condition and Event). With a writer creating objects through
 // karmada-apiserver and a load balancer's readiness checks on the other two
 // API servers running, one spec edit removes the dead host, names it in
 // spec.lostHosts and adds a fourth. The run must never connect to the dead
@@ -32,9 +35,14 @@ import (
 // new host joins as a member; every API server's etcd servers follow; no
 // acknowledged write is lost; and stock karmadactl and propagation work
 // afterwards.
+//
+// Then the whole site is lost and the plane is rebuilt on a fifth host from
+// a backup, under the CA exported from the old plane (rebuildElsewhere in
+// site_test.go): the plane and its members are the ones that scenario
+// needs, and building them again would cost a second install.
 func TestReplaceADeadHost(t *testing.T) {
-	longTest(t) // see the package doc: long tests run two at a time, longest first
-	dc := hosts.Start(t, 4)
+	longTest(t) // see the package doc: long tests share the machine's test lanes, longest first
+	dc := hosts.Start(t, 5)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	startOperator(t, ns)
@@ -47,14 +55,15 @@ func TestReplaceADeadHost(t *testing.T) {
 	everything := []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
 	kd := binaryDeployment(ns, "dr", "dr-ssh", nodes[:3])
 	for i := range kd.Spec.Hosts {
-		kd.Spec.Hosts[i].Roles = everything
+		kd.Spec.Hosts[i].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole}
 	}
+	kd.Spec.Hosts[2].Roles = everything
 	kd.Spec.Members = []kaov1.MemberSpec{{Name: "edge", SyncMode: kaov1.PushSyncMode,
 		KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "dr-members", Key: "edge"}}}
 	if err := k8s.Create(ctx, kd); err != nil {
 		t.Fatal(err)
 	}
-	if done := waitForRun(t, kd, 8*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
+	if done := waitForRun(t, kd, runWait); done.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the install failed: %+v", done.Status.LastRun)
 	}
 	installed := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
@@ -73,7 +82,9 @@ func TestReplaceADeadHost(t *testing.T) {
 		cred, roots, 200*time.Millisecond)
 	defer prober.Stop()
 
-	if err := dc.Stop(ctx, dead.Name); err != nil {
+	// It dies silently, as a machine losing power: its peers and clients
+	// hear no end of their connections (hosts.Cluster.Fail), only silence.
+	if err := dc.Fail(ctx, dead.Name); err != nil {
 		t.Fatal(err)
 	}
 	died := time.Now()
@@ -83,6 +94,20 @@ func TestReplaceADeadHost(t *testing.T) {
 		e := get(t, kd).Status.Etcd
 		return e != nil && e.Leader != "" && e.Leader != dead.Name
 	})
+	// It ran the only controllers and webhook: kao says that none answers
+	// anywhere and what stops until a host with their role runs them.
+	const controllersGone = "no instance of kube-controller-manager, karmada-controller-manager, karmada-scheduler, karmada-webhook answers on any host: "
+	waitFor(t, 2*time.Minute, "ControlPlaneReady to say that no controller or webhook answers", func() bool {
+		c := meta.FindStatusCondition(get(t, kd).Status.Conditions, kaov1.ControlPlaneReadyCondition)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == kaov1.ComponentsUnavailableReason && strings.HasPrefix(c.Message, controllersGone)
+	})
+	waitFor(t, 30*time.Second, "a Warning Event saying what stops without the controllers", func() bool {
+		return slices.ContainsFunc(deploymentEvents(t, kd), func(e eventsv1.Event) bool {
+			return e.Type == "Warning" && e.Reason == kaov1.ComponentsUnavailableReason && strings.HasPrefix(e.Note, controllersGone) &&
+				strings.Contains(e.Note, "nothing propagates to the members")
+		})
+	})
+	t.Logf("status after %s died: ControlPlaneReady %q", dead.Name, conditionMessage(get(t, kd), kaov1.ControlPlaneReadyCondition))
 
 	// One edit: the dead host out (lost), its replacement in.
 	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
@@ -91,7 +116,7 @@ func TestReplaceADeadHost(t *testing.T) {
 			User: replacement.User, Roles: everything})
 		s.LostHosts = []string{dead.Name}
 	})
-	done := waitForRun(t, kd, 10*time.Minute)
+	done := waitForRun(t, kd, runWait)
 	if done.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the run replacing %s failed: %+v", dead.Name, done.Status.LastRun)
 	}
@@ -105,9 +130,15 @@ func TestReplaceADeadHost(t *testing.T) {
 	ready := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)
 	t.Logf("%s replaced: Ready %s after it died (the run took %s)", dead.Name, time.Since(died).Round(time.Second),
 		done.Status.LastRun.EndTime.Sub(done.Status.LastRun.StartTime.Time).Round(time.Second))
+	waitFor(t, 30*time.Second, "an Event saying the components answer again", func() bool {
+		return slices.ContainsFunc(deploymentEvents(t, kd), func(e eventsv1.Event) bool {
+			return e.Type == "Normal" && e.Reason == "ComponentsAvailable"
+		})
+	})
 
-	// Every component runs on the survivors and the replacement, none on the
-	// dead host; every API server reads etcd from the new members.
+	// Every component runs on the replacement (the controllers only there),
+	// none on the dead host; every API server reads etcd from the new
+	// members.
 	for _, c := range ready.Status.Components {
 		if slices.Contains(c.Hosts, dead.Name) || !slices.Contains(c.Hosts, replacement.Name) || !c.Ready {
 			t.Errorf("component %+v: want it ready on %s and not on %s", c, replacement.Name, dead.Name)
@@ -149,6 +180,10 @@ func TestReplaceADeadHost(t *testing.T) {
 	waitFor(t, 3*time.Minute, "the propagated Deployment in the member", func() bool {
 		out, err := testenv.Kubectl(ctx, kubectlBin, edge, "-n", "dr-apps", "get", "deployment", "web", "-o", "name")
 		return err == nil && strings.TrimSpace(out) == "deployment.apps/web"
+	})
+
+	testenv.Step(t, "the whole site is lost: the plane is rebuilt on a new host from a backup", func(t *testing.T) {
+		rebuildElsewhere(t, dc, kd, nodes[4], edge)
 	})
 }
 
@@ -236,9 +271,10 @@ func restoreAfterQuorumLoss(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDe
 		waitForBackup(t, eb)
 		kubectl("create", "configmap", "after-backup", "-n", "dr-quorum", "--from-literal=written=after-the-backup")
 
-		// Two members die at once.
+		// Two members die at once, silently, as machines losing power:
+		// their peers and clients hear no end of their connections.
 		for _, h := range lost {
-			if err := dc.Stop(ctx, h.Name); err != nil {
+			if err := dc.Fail(ctx, h.Name); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -271,19 +307,19 @@ func restoreAfterQuorumLoss(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDe
 
 	// The way out: the latest snapshot restored onto the survivor.
 	testenv.Step(t, "a restore onto the survivor brings Karmada back", func(t *testing.T) {
-		er := &kaov1.EtcdRestore{
-			ObjectMeta: metav1.ObjectMeta{Name: "onto-the-survivor", Namespace: kd.Namespace},
-			Spec:       kaov1.EtcdRestoreSpec{DeploymentName: kd.Name, Source: kaov1.RestoreSource{BackupName: eb.Name}},
-		}
-		if err := k8s.Create(ctx, er); err != nil {
-			t.Fatal(err)
-		}
-		if restored := waitForRestore(t, er, 15*time.Minute); restored.Status.Phase != kaov1.RestoreSucceeded {
-			t.Fatalf("the restore onto %s failed: %+v", survivor.Name, restored.Status)
-		}
+		restoreFromBackup(t, kd, "onto-the-survivor", eb.Name, survivor.Name)
 		// The held run follows by itself, once the probe finds a quorum.
-		if done := waitForRun(t, kd, 10*time.Minute); done.Status.LastRun.Result != kaov1.RunSucceeded {
+		done := waitForRun(t, kd, runWait)
+		if done.Status.LastRun.Result != kaov1.RunSucceeded {
 			t.Fatalf("the held run failed after the restore: %+v", done.Status.LastRun)
+		}
+		// The spare hosts left etcd in TestEtcdScale's shrink and stay in
+		// the inventory: this first install run since then finds nothing
+		// to remove again on them.
+		for _, c := range changedTasks(t, done) {
+			if slices.ContainsFunc(spare, func(h hosts.Host) bool { return h.Name == c.host }) {
+				t.Errorf("the install run after the restore changed %s on %s, a host that left etcd before", c.task, c.host)
+			}
 		}
 		waitForEtcdMembers(t, kd, []hosts.Host{survivor}, 3*time.Minute)
 		ready := waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, 3*time.Minute)

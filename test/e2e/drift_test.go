@@ -29,7 +29,7 @@ func driftCheckAndRepair(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeplo
 		s.Components.Scheduler.Version = ""
 		s.DriftCheck = &kaov1.DriftCheckSpec{Interval: metav1.Duration{Duration: time.Minute}, AutoRepair: true}
 	})
-	ran := waitForRun(t, kd, 8*time.Minute)
+	ran := waitForRun(t, kd, runWait)
 	if r := ran.Status.LastRun; r.Result != kaov1.RunSucceeded {
 		t.Fatalf("the run that turned drift checks on failed: %+v", r)
 	}
@@ -101,7 +101,7 @@ func driftCheckAndRepair(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeplo
 	}
 
 	// autoRepair: the install runs once, and InSync is True again.
-	repaired := waitForCondition(t, kd, kaov1.InSyncCondition, metav1.ConditionTrue, kaov1.ConvergedReason, 8*time.Minute)
+	repaired := waitForCondition(t, kd, kaov1.InSyncCondition, metav1.ConditionTrue, kaov1.ConvergedReason, runWait)
 	r := repaired.Status.LastRun
 	if repaired.Status.Drift.RepairRunID == "" || r.ID != repaired.Status.Drift.RepairRunID || r.Result != kaov1.RunSucceeded {
 		t.Fatalf("the repair: status.drift %+v, last run %+v", repaired.Status.Drift, r)

@@ -3,15 +3,16 @@
 // into systemd-nspawn test hosts.
 //
 // Every long test (each on its own test hosts, node or host cluster, with its
-// own namespace and operator) runs in parallel with the others: they wait
-// mostly on hosts, Ansible and pods, not on the CPU. At most -parallel of
-// them run at once, GOMAXPROCS by default: two on the 2-core CI machine, and
-// they start longest first (lanes_test.go), so that the last minutes of a
-// run are not one long test alone. The short tests of the package's own
-// helpers run first, alone. Checks that watch processes (TestChurn,
-// TestInstallFaults) select them by their own state directory, and the
-// readyz probers count a server out only when it refuses, answers "not
-// ready" or stays silent for a load balancer's check timeout.
+// own namespace and operator) runs in parallel with the others, in one of the
+// machine's test lanes (testenv.Lane), which the heavy tests of test/roles,
+// test/incluster and test/image share: two on the 2-core CI machine, where
+// three at once kept the CPU busy all the time. The longest start first, so
+// that the last minutes of a run are not one long test alone. The short
+// tests of the package's own helpers run first, alone. Checks that watch
+// processes (TestChurn, TestInstallFaults) select them by their own state
+// directory, and the readyz probers count a server out only when it
+// refuses, answers "not ready" or stays silent for a load balancer's check
+// timeout.
 package e2e
 
 import (
@@ -54,9 +55,19 @@ var (
 	operatorLog = &testenv.LogBuffer{}
 )
 
+// runWait bounds a wait for one playbook run to end (an install, an
+// upgrade, a plan, an addon's run). It only catches a run that never ends:
+// on 2026-12-02 a Binary install took 7m45s and a single-component upgrade
+// over 8 minutes on the 2-core machine beside another lane, and on CI's a
+// Containerized upgrade took over 8 minutes. The same day, with a second
+// heavy test beside it and nothing else, TestBinaryInstall's run enabling
+// every addon took 9m55s and its re-run refused for a changed host key
+// over 5 minutes.
+const runWait = 15 * time.Minute
+
 func TestMain(m *testing.M) {
 	flag.Parse()
-	takeLanesFromGoTest()
+	releaseEveryLongTest()
 	if testing.Short() {
 		fmt.Println("skipping end-to-end tests in -short mode")
 		os.Exit(0)
@@ -230,18 +241,18 @@ func stampedLines(text string) []logLine {
 	return out
 }
 
-// waitForNextRun waits for a finished run other than prev of the
-// deployment's current generation.
-func waitForNextRun(t testing.TB, kd *kaov1.KarmadaDeployment, prev string, timeout time.Duration) *kaov1.KarmadaDeployment {
+// waitForNextRun waits up to runWait for a finished run other than prev of
+// the deployment's current generation.
+func waitForNextRun(t testing.TB, kd *kaov1.KarmadaDeployment, prev string) *kaov1.KarmadaDeployment {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(runWait)
 	for {
 		cur := get(t, kd)
 		if last := cur.Status.LastRun; last != nil && last.ID != prev && cur.Status.Progress == nil && last.Generation == cur.Generation {
 			return cur
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no run after %s within %s; status: %+v", prev, timeout, cur.Status)
+			t.Fatalf("no run after %s within %s; status: %+v", prev, runWait, cur.Status)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -139,7 +139,7 @@ func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, k
 				KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "member-kubeconfigs", Key: n}})
 		}
 	})
-	joined := waitForRun(t, kd, 10*time.Minute)
+	joined := waitForRun(t, kd, runWait)
 	if joined.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the run joining the members failed: %+v", joined.Status.LastRun)
 	}
@@ -211,7 +211,7 @@ func joinMembers(t *testing.T, kd *kaov1.KarmadaDeployment, dc *hosts.Cluster, k
 	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) {
 		s.Members = slices.DeleteFunc(s.Members, func(m kaov1.MemberSpec) bool { return m.Name == "push-a" })
 	})
-	left := waitForRun(t, kd, 10*time.Minute)
+	left := waitForRun(t, kd, runWait)
 	if left.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the run unjoining push-a failed: %+v", left.Status.LastRun)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -180,17 +181,20 @@ func backupAndRestore(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployme
 		t.Errorf("the ConfigMap written after the backup survived the restore: %v: %s", err, out)
 	}
 
-	// The deployment comes back to Ready from probes made after the restore.
-	readyAgain := waitForReadySince(t, kd, restored.Status.StartTime.Time, 5*time.Minute)
-	t.Logf("Ready again %s after the restore started", readyAgain.Sub(start).Round(time.Second))
-	waitForCondition(t, kd, kaov1.ReadyCondition, metav1.ConditionTrue, kaov1.ProbeSucceededReason, time.Minute)
-
-	// A later install run keeps the restored cluster: nothing on the hosts
+	// The install run that the restore asks for by itself
+	// (kao.io/restored-at) keeps the restored cluster: nothing on the hosts
 	// changes. Only the EndpointSlices that route to karmada-aggregated-apiserver
 	// and karmada-webhook may be applied again: while the restore stopped them,
 	// the operator's probes marked their endpoints not ready and ready again,
 	// and the install's server-side apply takes that field back.
-	again := rerun(t, kd)
+	again := runAfterRestore(t, kd, runWait)
+	if !slices.ContainsFunc(deploymentEvents(t, kd), func(e eventsv1.Event) bool { return e.Reason == "ReapplyingAfterRestore" }) {
+		t.Error("no Event says why the install ran after the restore")
+	}
+	// The deployment comes back to Ready from probes made after the restore
+	// (and the install that follows it: probes wait while a run goes on).
+	readyAgain := waitForReadySince(t, kd, restored.Status.StartTime.Time, 5*time.Minute)
+	t.Logf("Ready again %s after the restore started, the install after it included", readyAgain.Sub(start).Round(time.Second))
 	if again.Status.LastRun.Result != kaov1.RunSucceeded {
 		t.Fatalf("the install run after the restore failed: %+v", again.Status.LastRun)
 	}

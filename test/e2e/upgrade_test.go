@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -53,7 +55,8 @@ var kaoServices = map[string]string{
 //  1. a single-component upgrade (spec.components.scheduler.version):
 //     only karmada-scheduler moves, on both hosts, one at a time; no other
 //     service on any host restarts; an etcd snapshot is taken first;
-//  2. the full upgrade (spec.version) with a failing step: node2's
+//  2. the full upgrade (spec.version), planned first (planUpgrade), then
+//     applied with a failing step: node2's
 //     karmada-aggregated-apiserver cannot start (a systemd drop-in makes
 //     its start fail). The run stops there: node1 runs v1.18.1, node3 was
 //     not touched and still runs v1.17.1 (same process), no component after
@@ -84,7 +87,7 @@ var kaoServices = map[string]string{
 //
 // It takes 4.5 (idle) to 17 minutes on a 2-core machine.
 func TestBinaryUpgrade(t *testing.T) {
-	longTest(t) // see the package doc: long tests run two at a time, longest first
+	longTest(t) // see the package doc: long tests share the machine's test lanes, longest first
 	testStart := time.Now()
 	dc := hosts.Start(t, 3)
 	ctx := context.Background()
@@ -101,7 +104,7 @@ func TestBinaryUpgrade(t *testing.T) {
 	if err := k8s.Create(ctx, kd); err != nil {
 		t.Fatal(err)
 	}
-	installed := waitForRun(t, kd, 8*time.Minute)
+	installed := waitForRun(t, kd, runWait)
 	if r := installed.Status.LastRun; r.Result != kaov1.RunSucceeded || r.Playbook != "install.yml" {
 		t.Fatalf("the install of %s failed: %+v", upgradeFrom, r)
 	}
@@ -119,7 +122,7 @@ func TestBinaryUpgrade(t *testing.T) {
 	step := time.Now()
 	before := servicePIDs(t, dc, nodes)
 	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Components.Scheduler.Version = upgradeTo })
-	one := waitForRun(t, kd, 8*time.Minute)
+	one := waitForRun(t, kd, runWait)
 	if r := one.Status.LastRun; r.Result != kaov1.RunSucceeded || r.Playbook != "upgrade.yml" {
 		t.Fatalf("the scheduler's upgrade failed: %+v", r)
 	}
@@ -151,11 +154,14 @@ func TestBinaryUpgrade(t *testing.T) {
 	// to start.
 	dropIn := "/etc/systemd/system/karmada-aggregated-apiserver.service.d"
 	mustRun(t, dc, nodes[1].Name, "mkdir -p "+dropIn+" && printf '[Service]\\nExecStartPre=/bin/false\\n' > "+dropIn+"/zz-e2e-broken.conf && systemctl daemon-reload")
+	// It is planned first (annotation kao.io/plan), and applied once the
+	// annotation goes.
+	planUpgrade(t, dc, kd, nodes)
 	p := startUpgradeProber(t, kd, nodes)
 	before = servicePIDs(t, dc, nodes)
 	step = time.Now()
-	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Version = upgradeTo })
-	stopped := waitForRun(t, kd, 8*time.Minute)
+	changeDeployment(t, kd, func(cur *kaov1.KarmadaDeployment) { delete(cur.Annotations, kaov1.PlanAnnotation) })
+	stopped := waitForRun(t, kd, runWait)
 	t.Logf("the upgrade stopped after %s", time.Since(step).Round(time.Second))
 	last := stopped.Status.LastRun
 	if last.Result != kaov1.RunFailed || last.Playbook != "upgrade.yml" {
@@ -203,7 +209,7 @@ func TestBinaryUpgrade(t *testing.T) {
 	mustRun(t, dc, nodes[1].Name, "rm -rf "+dropIn+" && systemctl daemon-reload")
 	step = time.Now()
 	updateSpec(t, kd, func(s *kaov1.KarmadaDeploymentSpec) { s.Paused = false })
-	done := waitForNextRun(t, kd, last.ID, 10*time.Minute)
+	done := waitForNextRun(t, kd, last.ID)
 	if r := done.Status.LastRun; r.Result != kaov1.RunSucceeded || r.Playbook != "upgrade.yml" {
 		t.Fatalf("the retried upgrade failed: %+v", r)
 	}
@@ -619,4 +625,137 @@ func printRunLogsAround(t *testing.T, kd *kaov1.KarmadaDeployment, failures []st
 			t.Logf("run log %s around the failures:\n%s", name, strings.Join(near, "\n"))
 		}
 	}
+}
+
+// planUpgrade plans the full upgrade to upgradeTo with annotation
+// kao.io/plan (docs/plan.md) and checks the plan on the hosts: it names
+// upgrade.yml and the components it would move; it lists, host by host in
+// rollout order, each moving component's new program and its restart
+// (every component in the order upgrade.yml moves them, each on its hosts
+// in spec order); and it changed nothing: every file under /etc,
+// /usr/local and /var/lib (but etcd's data and systemd's own state) on
+// every host has the content, mode and owner it had, no service restarted,
+// and status still shows the last run and version. The deployment is left
+// with the annotation and the new version, planned.
+func planUpgrade(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, nodes []hosts.Host) {
+	t.Helper()
+	sums, pids := hostFiles(t, dc, nodes), servicePIDs(t, dc, nodes)
+	was := get(t, kd)
+	changeDeployment(t, kd, func(cur *kaov1.KarmadaDeployment) {
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, kaov1.PlanAnnotation, "true")
+		cur.Spec.Version = upgradeTo
+	})
+	var planned *kaov1.KarmadaDeployment
+	waitFor(t, runWait, "the plan of the upgrade", func() bool {
+		planned = get(t, kd)
+		pl := planned.Status.Plan
+		return pl != nil && pl.Generation == planned.Generation && planned.Status.Progress == nil
+	})
+	pl := planned.Status.Plan
+	t.Logf("plan: %s", pl.Message)
+	if pl.Result != kaov1.PlanPlanned || pl.Playbook != "upgrade.yml" {
+		t.Fatalf("the plan of the upgrade: %s with %s: %s", pl.Result, pl.Playbook, pl.Message)
+	}
+	if c := meta.FindStatusCondition(planned.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Reason != kaov1.PlannedReason {
+		t.Errorf("PlaybookSucceeded after the plan: %+v", c)
+	}
+	if !slices.ContainsFunc(deploymentEvents(t, kd), func(e eventsv1.Event) bool { return e.Reason == kaov1.PlannedReason }) {
+		t.Error("no Planned Event")
+	}
+
+	// Rollout order: the restarts, component after component as
+	// status.plan.upgrade lists them, each on its hosts in order, and each
+	// restart after the new program on that host.
+	var want []string
+	for _, c := range pl.Upgrade {
+		for _, h := range c.Hosts {
+			want = append(want, c.Name+"@"+h)
+		}
+	}
+	var restarts []string
+	programs := map[string]int{}
+	for i, it := range pl.Items {
+		switch it.Kind {
+		case kaov1.DriftBinary:
+			programs[filepath.Base(it.Item)+"@"+it.Host] = i
+		case kaov1.DriftRestart:
+			name := strings.TrimSuffix(it.Item, ".service")
+			restarts = append(restarts, name+"@"+it.Host)
+			if at, ok := programs[name+"@"+it.Host]; !ok || at > i {
+				t.Errorf("the plan restarts %s on %s without, or before, its new program", name, it.Host)
+			}
+		}
+	}
+	if len(want) == 0 || !slices.Equal(restarts, want) {
+		t.Errorf("the plan's restarts are %v, want %v (status.plan.upgrade in rollout order)", restarts, want)
+	}
+	if slices.ContainsFunc(pl.Upgrade, func(c kaov1.ComponentUpgrade) bool { return c.Name == "karmada-scheduler" }) {
+		t.Errorf("the plan moves karmada-scheduler, which runs %s already: %+v", upgradeTo, pl.Upgrade)
+	}
+
+	// Nothing changed.
+	if after := hostFiles(t, dc, nodes); !maps.Equal(after, sums) {
+		for k, v := range after {
+			if sums[k] != v {
+				t.Errorf("the plan changed %s: %q, was %q", k, v, sums[k])
+			}
+		}
+		for k := range sums {
+			if _, ok := after[k]; !ok {
+				t.Errorf("the plan removed %s", k)
+			}
+		}
+	}
+	for key, pid := range servicePIDs(t, dc, nodes) {
+		if pid != pids[key] {
+			t.Errorf("%s restarted during the plan (PID %s, then %s)", key, pids[key], pid)
+		}
+	}
+	if planned.Status.LastRun.ID != was.Status.LastRun.ID || planned.Status.Version != was.Status.Version {
+		t.Errorf("the plan changed status.lastRun (%s, was %s) or status.version (%s, was %s)",
+			planned.Status.LastRun.ID, was.Status.LastRun.ID, planned.Status.Version, was.Status.Version)
+	}
+	// And nothing runs while the annotation stays.
+	time.Sleep(5 * time.Second)
+	if cur := get(t, kd); cur.Status.Progress != nil || cur.Status.LastRun.ID != was.Status.LastRun.ID {
+		t.Fatalf("a run started while the generation was planned: %+v", cur.Status.Progress)
+	}
+}
+
+// hostFiles maps "host:path" to the sha256 of the file's content and
+// "host:path mode" to its mode and owner, for every file a kao run could
+// write on the hosts: under /etc, /usr/local and /var/lib, but etcd's data
+// and systemd's own state, which change on their own.
+func hostFiles(t *testing.T, dc *hosts.Cluster, hs []hosts.Host) map[string]string {
+	t.Helper()
+	// One pass for modes and owners, one for the content: a process per
+	// file would take seconds per host.
+	const script = `set -e
+list() { find /etc /usr/local /var/lib -xdev \( -path /var/lib/etcd -o -path /var/lib/karmada-etcd -o -path /var/lib/systemd \) -prune -o -type f -print0; }
+list | xargs -0 stat -c 'S %a %U:%G %n'
+list | xargs -0 sha256sum | sed 's/^/H /'`
+	out := map[string]string{}
+	for _, h := range hs {
+		text, err := dc.Run(context.Background(), h.Name, script)
+		if err != nil {
+			t.Fatalf("listing the files on %s: %v", h.Name, err)
+		}
+		before := len(out)
+		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+			switch kind, rest, _ := strings.Cut(line, " "); kind {
+			case "S": // mode owner path
+				mode, rest, _ := strings.Cut(rest, " ")
+				owner, path, _ := strings.Cut(rest, " ")
+				out[h.Name+":"+path+" mode"] = mode + " " + owner
+			case "H": // sum, two spaces, path
+				sum, path, _ := strings.Cut(rest, "  ")
+				out[h.Name+":"+path] = sum
+			}
+		}
+		// kao's units, certificates and programs alone are dozens of files.
+		if len(out)-before < 100 {
+			t.Fatalf("listing the files on %s found %d entries:\n%s", h.Name, len(out)-before, text)
+		}
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -21,9 +22,11 @@ import (
 // its own cgroup before it starts.
 const cgroupParent = "kao-hosts"
 
-// cgroupRoots returns the mount points of the cgroup hierarchies that systemd
-// uses for process tracking: the named v1 "systemd" hierarchy and the v2
-// (unified) hierarchy, whichever are mounted.
+// cgroupRoots returns the mount points of the cgroup hierarchies a host gets
+// a cgroup in: those systemd uses for process tracking (the named v1
+// "systemd" hierarchy and the v2, unified, one) and the v1 cpuacct
+// hierarchy, which counts the CPU time of everything the host runs
+// (cpuSeconds), whichever are mounted.
 func cgroupRoots() ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -50,7 +53,7 @@ func cgroupRoots() ([]string, error) {
 		switch {
 		case fstype == "cgroup2":
 			roots = append(roots, unescapeMountinfo(fields[4]))
-		case fstype == "cgroup" && hasOption(superOpts, "name=systemd"):
+		case fstype == "cgroup" && (hasOption(superOpts, "name=systemd") || hasOption(superOpts, "cpuacct")):
 			roots = append(roots, unescapeMountinfo(fields[4]))
 		}
 	}
@@ -59,6 +62,25 @@ func cgroupRoots() ([]string, error) {
 	}
 	sort.Strings(roots)
 	return dedupe(roots), nil
+}
+
+// cpuSeconds returns the CPU time that the processes of a host's cgroups
+// used, from the cpuacct one among them (false when there is none). The
+// count includes processes that ended: every Ansible module run and SSH
+// session of the host, which a sample of running processes misses.
+func cpuSeconds(cgroups []string) (float64, bool) {
+	for _, d := range cgroups {
+		data, err := os.ReadFile(filepath.Join(d, "cpuacct.usage"))
+		if err != nil {
+			continue
+		}
+		ns, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+		if err != nil {
+			continue
+		}
+		return float64(ns) / 1e9, true
+	}
+	return 0, false
 }
 
 func hasOption(opts, want string) bool {
@@ -80,7 +102,8 @@ func dedupe(s []string) []string {
 	return out
 }
 
-// hostCgroups returns the cgroup directories for a machine, one per hierarchy.
+// hostCgroups returns the cgroup directories for a machine, one per
+// hierarchy of cgroupRoots.
 func hostCgroups(machine string) ([]string, error) {
 	roots, err := cgroupRoots()
 	if err != nil {

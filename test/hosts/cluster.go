@@ -295,6 +295,7 @@ func teardown(ctx context.Context, logf func(string, ...any), l layout, name str
 	for i := range st.Hosts {
 		errs = append(errs, powerOff(ctx, dir, &st.Hosts[i]))
 	}
+	reportCPU(logf, name, st.Hosts)
 	for _, h := range st.Hosts {
 		errs = append(errs, deleteLink(ctx, h.Veth), deleteNetns(ctx, h.Netns), removeCgroups(h.Cgroups))
 	}
@@ -313,6 +314,46 @@ func teardown(ctx context.Context, logf func(string, ...any), l layout, name str
 	}
 	logf("instance %s is down", name)
 	return nil
+}
+
+// CPURecordsEnv names a file to which every instance's teardown appends a
+// line "instance<TAB>CPU-seconds": the CPU time its hosts used, for
+// hack/cpusample's report of where a test run's CPU went (make check-suite
+// sets it).
+const CPURecordsEnv = "KAO_TEST_CPU_RECORDS"
+
+// reportCPU logs the CPU time each powered-off host used over its life,
+// and appends the instance's total to $KAO_TEST_CPU_RECORDS. Neither is
+// fatal: it is a measurement, not part of the teardown.
+func reportCPU(logf func(string, ...any), name string, hs []hostState) {
+	var total float64
+	var per []string
+	for _, h := range hs {
+		if s, ok := cpuSeconds(h.Cgroups); ok {
+			total += s
+			per = append(per, fmt.Sprintf("%s %.0f", h.Name, s))
+		}
+	}
+	if len(per) == 0 {
+		return
+	}
+	logf("instance %s: its hosts used %.0f CPU-seconds (%s)", name, total, strings.Join(per, ", "))
+	path := os.Getenv(CPURecordsEnv)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		logf("recording the CPU time of %s: %v", name, err)
+		return
+	}
+	// One short write with O_APPEND: records of concurrent teardowns do not mix.
+	if _, err := fmt.Fprintf(f, "%s\t%.1f\n", name, total); err != nil {
+		logf("recording the CPU time of %s: %v", name, err)
+	}
+	if err := f.Close(); err != nil {
+		logf("recording the CPU time of %s: %v", name, err)
+	}
 }
 
 // withLock runs fn on the freshly read state under the instance lock and
@@ -354,6 +395,20 @@ func (c *Cluster) Stop(ctx context.Context, host string) error {
 		c.cfg.Logf("%s powered off", host)
 		return nil
 	})
+}
+
+// Fail powers a host off as a power loss or a dead machine does: silently.
+// Its link goes down first, then its processes are killed, so that nothing
+// tells its peers: no FIN or RST for the connections it had, no refused
+// connection after; they hear nothing until their own timeouts. (Stop kills
+// the processes with the network up: their kernel closes every connection
+// at once, as an orderly shutdown would.) The host stays cut off until
+// Restore, which comes before Start to bring it back.
+func (c *Cluster) Fail(ctx context.Context, host string) error {
+	if err := c.Cut(ctx, host); err != nil {
+		return err
+	}
+	return c.Stop(ctx, host)
 }
 
 // Start powers a stopped host on and waits until it has booted (unless it is

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -134,6 +135,66 @@ func TestHosts(t *testing.T) {
 		}
 		if err := c.Start(ctx, h.Name); err != nil {
 			t.Errorf("start of a running host: %v", err)
+		}
+	})
+
+	// A host that fails is silent: a connection it had hears no FIN or RST,
+	// where Stop's end is heard at once. Restore and Start bring it back.
+	t.Run("fail silently", func(t *testing.T) {
+		h := all[1]
+		open := func() net.Conn {
+			t.Helper()
+			conn, err := net.DialTimeout("tcp", net.JoinHostPort(h.Address, "22"), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			banner := make([]byte, 64)
+			if _, err := conn.Read(banner); err != nil { // sshd's version line
+				t.Fatal(err)
+			}
+			return conn
+		}
+		// heard waits up to 3 s for the connection to end and says how it
+		// ended, or "" if nothing came.
+		heard := func(conn net.Conn) string {
+			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			_, err := conn.Read(make([]byte, 1))
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return ""
+			}
+			return fmt.Sprint(err)
+		}
+		conn := open()
+		if err := c.Stop(ctx, h.Name); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		if got := heard(conn); got == "" {
+			t.Errorf("after Stop a connection to %s heard nothing; want its end", h.Name)
+		}
+		_ = conn.Close()
+		if err := c.Start(ctx, h.Name); err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		conn = open()
+		defer func() { _ = conn.Close() }()
+		if err := c.Fail(ctx, h.Name); err != nil {
+			t.Fatalf("fail: %v", err)
+		}
+		if got := heard(conn); got != "" {
+			t.Errorf("after Fail a connection to %s ended (%s); want silence", h.Name, got)
+		}
+		if err := dial(h.Address, 2*time.Second); err == nil {
+			t.Errorf("%s:22 answers after Fail", h.Name)
+		}
+		if err := c.Restore(ctx, h.Name); err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+		if err := c.Start(ctx, h.Name); err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		if got := mustRun(ctx, t, c, h.Name, "systemctl is-system-running"); got != "running" {
+			t.Errorf("after restore and start %s is %q, want running", h.Name, got)
 		}
 	})
 

@@ -57,6 +57,7 @@ func requirePrerequisites(t *testing.T) {
 
 func TestImage(t *testing.T) {
 	requirePrerequisites(t)
+	testenv.Lane(t)
 	tmp := t.TempDir()
 	// The first build uses the machine's layer cache, as `make image` does
 	// (test/incluster's image build fills it too); the second a cache of

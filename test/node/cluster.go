@@ -437,8 +437,10 @@ func waitAlive(ctx context.Context, timeout time.Duration, what, logPath string,
 // ImportImage imports an OCI or Docker image archive (see WriteImage and
 // BuildImage) into the node's container runtime, where pods find it with
 // imagePullPolicy: Never (or IfNotPresent and a tag other than latest).
+// The operator's image carries the offline bundle (1.2 GB): unpacking it
+// took over two minutes in CI, beside the other tests' control planes.
 func (c *Cluster) ImportImage(archive string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, err := run(ctx, "ctr", "--address", c.l.containerdSocket(), "--namespace", "k8s.io", "images", "import", archive); err != nil {
 		return fmt.Errorf("importing image %s: %w", archive, err)

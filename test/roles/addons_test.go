@@ -25,11 +25,16 @@ const addonMember = pushB
 // addonsSteps enable every addon on the control-plane hosts of e, with
 // addonMember as the estimators' member, and prove that each addon runs on
 // every control-plane host, that karmada-apiserver serves search.karmada.io,
-// metrics.k8s.io and custom.metrics.k8s.io through them, that the member's
-// estimator serves gRPC over mutual TLS with kao's certificates and that
-// karmada-scheduler, given the estimator flags, connects to it. A second
-// run changes nothing. Then every addon is disabled, and the steps prove
-// that the services, units, files and registrations are gone.
+// metrics.k8s.io and custom.metrics.k8s.io through them, and that the
+// member's estimator serves gRPC over mutual TLS with kao's certificates. A
+// second run changes nothing. The addons stay on until the test hosts go.
+//
+// The checks that need another run, of the controllers with the addons on
+// or of a spec that disables them, are TestBinaryInstall's (test/e2e
+// addons_test.go), whose runs do both anyway: karmada-scheduler given the
+// estimator flags by install.yml and connected to every member's estimator;
+// once the addons are disabled, their services, units, files, Services and
+// registrations gone, and karmada-scheduler no longer calling estimators.
 func addonsSteps(t *testing.T, e *planeEnv) {
 	t.Helper()
 	dc, cpHosts, cpNames, a, vars, b := e.dc, e.cpHosts, e.cpNames, e.a, e.vars, e.pki
@@ -47,15 +52,11 @@ func addonsSteps(t *testing.T, e *planeEnv) {
 		return out
 	}
 
-	deployment := func(enabled bool) *kaov1.KarmadaDeployment {
-		kd := e.deployment([]kaov1.MemberSpec{memberSpec(addonMember, kaov1.PushSyncMode)}, nil)
-		on := &kaov1.AddonSpec{Enabled: enabled}
-		kd.Spec.Addons = kaov1.AddonsSpec{Search: on, MetricsAdapter: on, Descheduler: on, SchedulerEstimator: on}
-		return kd
-	}
+	kd := e.deployment([]kaov1.MemberSpec{memberSpec(addonMember, kaov1.PushSyncMode)}, nil)
+	on := &kaov1.AddonSpec{Enabled: true}
+	kd.Spec.Addons = kaov1.AddonsSpec{Search: on, MetricsAdapter: on, Descheduler: on, SchedulerEstimator: on}
 	kubeconfigs := map[string]string{addonMember: e.kubeconfigs[addonMember]}
-	enabledInv := a.memberInventory(t, "addons-enabled.json", deployment(true), kubeconfigs)
-	disabledInv := a.memberInventory(t, "addons-disabled.json", deployment(false), kubeconfigs)
+	enabledInv := a.memberInventory(t, "addons-enabled.json", kd, kubeconfigs)
 	estimator := "karmada-scheduler-estimator-" + addonMember
 	allServices := append(slices.Clone(addonServices), estimator)
 
@@ -103,14 +104,6 @@ func addonsSteps(t *testing.T, e *planeEnv) {
 				t.Errorf("no kubeconfig of %s on %s:\n%s", addonMember, h, out)
 			}
 		}
-	})
-
-	// install.yml converges the controllers before the addons; here
-	// karmada-scheduler gets the estimator flags once the estimators serve:
-	// it connects to the estimators of the Clusters there when it starts,
-	// and addonMember's Cluster exists already.
-	testenv.Step(t, "gives karmada-scheduler the estimator flags", func(t *testing.T) {
-		a.playbookLong(t, enabledInv, vars, testdataPath(t, "controllers-install.yml")).mustSucceed(t, cpNames...)
 	})
 
 	testenv.Step(t, "karmada-apiserver serves the addons' APIs", func(t *testing.T) {
@@ -196,35 +189,6 @@ spec:
 		}
 	})
 
-	testenv.Step(t, "karmada-scheduler connects to the member's estimator", func(t *testing.T) {
-		for _, h := range cpNames {
-			argv := processArgv(ctx, t, dc, h, "karmada-scheduler")
-			for _, want := range []string{"--enable-scheduler-estimator=true", "--scheduler-estimator-port=10352",
-				"--scheduler-estimator-cert-file=/etc/karmada/controllers/pki/karmada-scheduler-estimator-client.crt"} {
-				if !slices.Contains(argv, want) {
-					t.Errorf("karmada-scheduler on %s lacks %q: %q", h, want, argv)
-				}
-			}
-		}
-		svc := kOK(t, "-n", "karmada-system", "get", "service", estimator, "-o",
-			"jsonpath={.spec.type} {.spec.externalName} {.spec.ports[0].port} {.spec.ports[0].targetPort}")
-		if svc != "ExternalName 127.0.0.1 10352 10400" {
-			t.Errorf("Service %s is %q, want ExternalName 127.0.0.1 10352 10400", estimator, svc)
-		}
-		// Only the karmada-scheduler that leads schedules, and connects.
-		eventually(t, 90*time.Second, "karmada-scheduler's connection to the estimator", func() (bool, string) {
-			var last []string
-			for _, h := range cpNames {
-				out, err := dc.Run(ctx, h, "journalctl -u karmada-scheduler --no-pager -o cat | grep -E 'estimator server.*"+addonMember+"' | tail -3")
-				if err == nil && strings.Contains(out, "has been established") {
-					return true, ""
-				}
-				last = append(last, h+": "+errOrOK(err)+": "+out)
-			}
-			return false, strings.Join(last, "; ")
-		})
-	})
-
 	testenv.Step(t, "a second addons run changes nothing", func(t *testing.T) {
 		r := a.playbookLong(t, enabledInv, vars, testdataPath(t, "addons-install.yml"))
 		r.mustSucceed(t, cpNames...)
@@ -232,56 +196,6 @@ spec:
 			if r.recap[h].Changed != 0 {
 				t.Errorf("the second run changed %d things on %s:\n%s", r.recap[h].Changed, h, r.out)
 			}
-		}
-	})
-
-	testenv.Step(t, "disabling the addons removes them", func(t *testing.T) {
-		r := a.playbookLong(t, disabledInv, vars, testdataPath(t, "addons-install.yml"))
-		r.mustSucceed(t, cpNames...)
-		a.playbookLong(t, disabledInv, vars, testdataPath(t, "controllers-install.yml")).mustSucceed(t, cpNames...)
-		for h, reported := range reportedVersions(t, r.out, cpNames) {
-			for _, name := range append(slices.Clone(addonServices), "karmada-scheduler-estimator") {
-				if v, ok := reported[name]; ok {
-					t.Errorf("%s still reports %s (%q) after its removal", h, name, v)
-				}
-			}
-		}
-		for _, h := range cpNames {
-			for _, s := range allServices {
-				out, _ := dc.Run(ctx, h, "systemctl show -p LoadState,ActiveState --value "+s+".service | tr '\\n' ' '")
-				if strings.TrimSpace(out) != "not-found inactive" {
-					t.Errorf("%s: %s: %q, want not-found inactive", h, s, out)
-				}
-			}
-			out, err := dc.Run(ctx, h, "ls /etc/karmada/addons /etc/systemd/system/karmada-s* /etc/systemd/system/karmada-d* "+
-				"/etc/systemd/system/karmada-m* /etc/karmada/controllers/pki/karmada-scheduler-estimator-client.crt 2>&1 || true")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-				if !strings.Contains(line, "No such file") && !strings.HasSuffix(line, "karmada-scheduler.service") {
-					t.Errorf("left on %s: %q", h, line)
-				}
-			}
-			if argv := processArgv(ctx, t, dc, h, "karmada-scheduler"); slices.Contains(argv, "--enable-scheduler-estimator=true") {
-				t.Errorf("karmada-scheduler on %s still calls the estimators: %q", h, argv)
-			}
-		}
-		for _, obj := range []string{
-			"apiservice/v1alpha1.search.karmada.io", "apiservice/v1beta1.metrics.k8s.io",
-			"apiservice/v1beta2.custom.metrics.k8s.io", "apiservice/v1beta1.custom.metrics.k8s.io",
-		} {
-			if out, err := k(t, "get", obj); err == nil || !strings.Contains(err.Error(), "NotFound") {
-				t.Errorf("%s is still there: %v %s", obj, err, out)
-			}
-		}
-		for _, svc := range []string{"karmada-search", "karmada-metrics-adapter", estimator} {
-			if out, err := k(t, "-n", "karmada-system", "get", "service", svc); err == nil || !strings.Contains(err.Error(), "NotFound") {
-				t.Errorf("Service %s is still there: %v %s", svc, err, out)
-			}
-		}
-		if _, err := k(t, "get", "--raw", "/apis/search.karmada.io/v1alpha1"); err == nil {
-			t.Error("karmada-apiserver still serves search.karmada.io")
 		}
 	})
 }

@@ -4,15 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,22 +17,24 @@ import (
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
-	"github.com/kao-io/kao/test/readiness"
 )
 
 // apiServerSteps install managed etcd on every host of e and
 // karmada-apiserver on e.apiHosts with kao's real install playbook (no
 // controlPlane hosts yet), prove that both API servers serve the same data
 // to the administrator, that Karmada's APIs answer through the aggregated
-// API server (aggregatedAPIServerSteps), that extra args pass literally, and
-// roll renewed certificates out. They return the install's inventory, which
-// uninstallStep removes the plane with.
-func apiServerSteps(t *testing.T, e *planeEnv) string {
+// API server (aggregatedAPIServerSteps) and that extra args pass literally.
+// The test hosts go with the test: removing the plane with uninstall.yml is
+// TestBinaryInstall's deletion, on the same hosts' layout, and
+// TestInstallFaults' (test/e2e). Rolling renewed certificates out over the
+// same layout, one host at a time and never without a ready API server, is
+// TestBinaryInstall's rotation step (test/e2e certificates_test.go).
+func apiServerSteps(t *testing.T, e *planeEnv) {
 	t.Helper()
 	root := repoRoot(t)
 	kubectl, dc, hs, names, apiHosts, a, vars := e.kubectl, e.dc, e.hosts, e.names, e.apiHosts, e.a, e.vars
 	ctx := context.Background()
-	bundlePKI, pkiDir := e.pki, e.pkiDir
+	bundlePKI := e.pki
 	install := filepath.Join(root, "playbooks", "install.yml")
 
 	// An extra arg whose value systemd, a shell and Jinja would each
@@ -158,87 +156,6 @@ func apiServerSteps(t *testing.T, e *planeEnv) string {
 			t.Errorf("the refused run disturbed %s: /readyz says %q", apiHosts[0].Name, got)
 		}
 	})
-
-	testenv.Step(t, "rolls renewed certificates out one host at a time, never without a ready API server", func(t *testing.T) {
-		// Every leaf is re-issued, the controllers' and addons' too (they
-		// are not installed yet); the CA stays, so the certificates of
-		// e.pki the later steps use stay valid.
-		req := e.pkiReq
-		req.Reissue = true
-		renewed, _, changed, err := pki.Ensure(bundlePKI, req, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, data := range renewed {
-			if err := os.WriteFile(filepath.Join(pkiDir, name), data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		admin, err := tls.X509KeyPair(bundlePKI[pki.CertFile(pki.AdminClient)], bundlePKI[pki.KeyFile(pki.AdminClient)])
-		if err != nil {
-			t.Fatal(err)
-		}
-		urls := []string{apiURL(apiHosts[0]), apiURL(apiHosts[1])}
-		started := time.Now()
-		prober := readiness.Start(urls, admin, caPool(t, bundlePKI), 200*time.Millisecond)
-		r := a.playbook(t, inv, vars, install)
-		report := prober.Stop()
-		r.mustSucceed(t, names...)
-		t.Logf("renewed %d certificates in %s: %s", len(changed), time.Since(started).Round(time.Second), report)
-		for _, o := range report.Outages() {
-			t.Errorf("no API server was in rotation at %s (each failed %d checks in a row): %v", o.At.Format(time.RFC3339Nano), readiness.Fall, o.Errors)
-		}
-		want := certSerial(t, renewed, pki.APIServerServer)
-		for _, u := range urls {
-			if got := report.LastSerial(u); got == nil || got.Cmp(want) != 0 {
-				t.Errorf("%s serves certificate %v after the run, want the renewed %v", u, got, want)
-			}
-		}
-		// Each member and each API server went down only after the previous
-		// one was back, and the leader handed its leadership on first.
-		for _, unit := range []struct {
-			name string
-			on   []string
-		}{{"karmada-etcd", names}, {"karmada-apiserver", []string{apiHosts[0].Name, apiHosts[1].Name}}} {
-			ws := restartWindows(ctx, t, dc, unit.name, unit.on)
-			for i := 1; i < len(ws); i++ {
-				if ws[i].down < ws[i-1].up {
-					t.Errorf("two %s were down at once: %+v", unit.name, ws)
-				}
-			}
-		}
-		if !strings.Contains(r.out, "Etcd | Restart | Hand the leadership to another member") {
-			t.Errorf("the run did not move etcd's leadership before restarting the leader:\n%s", r.out)
-		}
-	})
-
-	return inv
-}
-
-// uninstallStep removes the whole control plane with uninstall.yml and the
-// inventory of apiServerSteps' install (the controllers and the addons are
-// gone by then), and proves that the API servers left their hosts.
-func uninstallStep(t *testing.T, e *planeEnv, inv string) {
-	t.Helper()
-	ctx := context.Background()
-	uninstall := filepath.Join(repoRoot(t), "playbooks", "uninstall.yml")
-	testenv.Step(t, "uninstalls the control plane", func(t *testing.T) {
-		r := e.a.playbook(t, inv, e.vars, uninstall)
-		r.mustSucceed(t, e.names...)
-		for _, h := range e.apiHosts {
-			out, err := e.dc.Run(ctx, h.Name, "for p in /etc/systemd/system/karmada-apiserver.service /etc/karmada/pki/ca.crt "+
-				"/etc/karmada/pki/karmada-apiserver-server.key /etc/karmada/pki/sa.key "+
-				"/etc/systemd/system/karmada-aggregated-apiserver.service /etc/karmada/karmada-aggregated-apiserver.kubeconfig "+
-				"/etc/karmada/pki/karmada-aggregated-apiserver-server.key; do test ! -e $p || echo $p; done; "+
-				"systemctl is-active karmada-apiserver karmada-aggregated-apiserver || true")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.Fields(out); len(got) != 2 || got[0] != "inactive" || got[1] != "inactive" {
-				t.Errorf("%s still has karmada-apiserver or karmada-aggregated-apiserver after the uninstall: %q", h.Name, out)
-			}
-		}
-	})
 }
 
 // apiServerDeployment is a Binary KarmadaDeployment with managed etcd on hs
@@ -301,56 +218,9 @@ func readyz(ctx context.Context, t *testing.T, c *http.Client, h hosts.Host) str
 // host.
 func processArgv(ctx context.Context, t *testing.T, dc *hosts.Cluster, host, service string) []string {
 	t.Helper()
-	out, err := dc.Run(ctx, host, `base64 -w0 "/proc/$(systemctl show -p MainPID --value `+service+`)/cmdline"`)
+	argv, err := dc.ServiceArgv(ctx, host, service)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
-	if err != nil {
-		t.Fatalf("cmdline of %s on %s: %v", service, host, err)
-	}
-	return strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
-}
-
-// certSerial is the serial number of name's certificate in b.
-func certSerial(t *testing.T, b pki.Bundle, name string) *big.Int {
-	t.Helper()
-	block, _ := pem.Decode(b[pki.CertFile(name)])
-	if block == nil {
-		t.Fatalf("no %s in the bundle", pki.CertFile(name))
-	}
-	c, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.SerialNumber
-}
-
-// window is when a service last went down and came up again, in the host's
-// monotonic clock (the test hosts share the machine's).
-type window struct{ down, up int64 }
-
-// restartWindows reads the last restart of unit on each host, sorted by when
-// it went down; a unit that was not restarted fails the test.
-func restartWindows(ctx context.Context, t *testing.T, dc *hosts.Cluster, unit string, on []string) []window {
-	t.Helper()
-	var ws []window
-	for _, h := range on {
-		out, err := dc.Run(ctx, h, "systemctl show -p InactiveEnterTimestampMonotonic -p ActiveEnterTimestampMonotonic "+unit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		props := map[string]int64{}
-		for _, line := range strings.Fields(out) {
-			k, v, _ := strings.Cut(line, "=")
-			props[k], _ = strconv.ParseInt(v, 10, 64)
-		}
-		down, up := props["InactiveEnterTimestampMonotonic"], props["ActiveEnterTimestampMonotonic"]
-		if down == 0 || up < down {
-			t.Fatalf("%s was not restarted on %s: %q", unit, h, out)
-		}
-		ws = append(ws, window{down: down, up: up})
-	}
-	slices.SortFunc(ws, func(x, y window) int { return int(x.down - y.down) })
-	return ws
+	return argv
 }

@@ -21,26 +21,33 @@ import (
 // area on it, in the order a real install builds them:
 //
 //   - apiServerSteps: install.yml with no controlPlane hosts, the API
-//     servers, the aggregated API server (aggregatedAPIServerSteps) and a
-//     certificate renewal;
+//     servers and the aggregated API server (aggregatedAPIServerSteps);
 //   - controllersSteps: the controllers' first install, karmada-webhook
 //     wired in, bootstrap tokens;
 //   - membersSteps: members.yml joins and unjoins member clusters;
 //   - addonsSteps: every addon on, with push-b (a member membersSteps left
-//     joined) as the estimator's member, then off;
-//   - the controllers' uninstall, then uninstall.yml.
+//     joined) as the estimator's member.
+//
+// uninstall.yml is not run here: TestBinaryInstall's deletion removes the
+// same layout of roles, and TestInstallFaults checks that nothing is left.
+// Nor is a certificate renewal: TestBinaryInstall's rotation rolls every
+// re-issued certificate out over the same layout and checks that the etcd
+// members and the API servers restart one at a time. Nor are the addons
+// disabled, or karmada-scheduler given the estimator flags by a run of its
+// own: TestBinaryInstall's install runs do both, and its addon checks cover
+// them (test/e2e addons_test.go).
 //
 // The areas share the plane because its install is the slowest part of each:
 // they were four tests that each built it. A failed step stops the areas
 // after it too.
 func TestControlPlaneRoles(t *testing.T) {
+	requirePrerequisites(t)
+	testenv.Lane(t)
 	e := startControlPlaneEnv(t)
-	inv := apiServerSteps(t, e)
-	cpInv := controllersSteps(t, e)
+	apiServerSteps(t, e)
+	controllersSteps(t, e)
 	membersSteps(t, e)
 	addonsSteps(t, e)
-	controllersUninstallStep(t, e, cpInv)
-	uninstallStep(t, e, inv)
 }
 
 // planeEnv is TestControlPlaneRoles' control plane: its hosts, kao's PKI
@@ -57,11 +64,9 @@ type planeEnv struct {
 	cpHosts    []hosts.Host // hosts[1:]: the controllers, karmada-webhook, the addons
 	names      []string     // every host's name
 	cpNames    []string     // the control-plane hosts' names
-	// pkiReq asks for every certificate any step needs: the controllers',
-	// the Pull members' agents and every addon's.
-	pkiReq  pki.Request
+	// pki holds every certificate any step needs: the controllers', the
+	// Pull members' agents and every addon's.
 	pki     pki.Bundle
-	pkiDir  string
 	a       *ansible
 	vars    string // extra vars: bundle, PKI directory, image registry
 	varsMap map[string]string
@@ -102,19 +107,19 @@ func startControlPlaneEnv(t *testing.T) *planeEnv {
 		e.names = append(e.names, h.Name)
 	}
 	e.cpNames = e.names[1:]
-	e.pkiReq = pki.Request{
+	var pkiDir string
+	e.pki, pkiDir = issuePKI(t, pki.Request{
 		EtcdHosts:         pkiHosts(e.hosts),
 		APIServerHosts:    pkiHosts(e.apiHosts),
 		ControlPlaneHosts: pkiHosts(e.cpHosts),
 		Endpoint:          e.apiHosts[0].Address + ":5443",
 		PullMembers:       []string{pullC, brokenPort},
 		Addons:            pki.Addons{Search: true, MetricsAdapter: true, Descheduler: true, SchedulerEstimator: true},
-	}
-	e.pki, e.pkiDir = issuePKI(t, e.pkiReq)
+	})
 	e.a = newAnsible(t, e.dc)
 	e.varsMap = map[string]string{
 		"kao_artifacts_dir":              bundle,
-		"kao_pki_dir":                    e.pkiDir,
+		"kao_pki_dir":                    pkiDir,
 		"karmada_members_image_registry": testRegistry,
 	}
 	e.vars = e.a.extraVars(t, "vars.json", e.varsMap)

@@ -32,9 +32,8 @@ var controllerServices = []string{"kube-controller-manager", "karmada-controller
 // through the mutating webhook, converts bindings through the conversion
 // webhook, serves cluster-info (and only it) to anonymous clients, and that a
 // bootstrap token from `karmadactl token create` signs cluster-info and may
-// request agent certificates. They return the inventory of the whole plane,
-// which controllersUninstallStep removes the controllers with.
-func controllersSteps(t *testing.T, e *planeEnv) string {
+// request agent certificates.
+func controllersSteps(t *testing.T, e *planeEnv) {
 	t.Helper()
 	kubectl, dc, hs, names, apiHosts, cpHosts, cpNames, a, vars := e.kubectl, e.dc, e.hosts, e.names, e.apiHosts, e.cpHosts, e.cpNames, e.a, e.vars
 	ctx := context.Background()
@@ -362,31 +361,6 @@ type: kubernetes.io/service-account-token
 		}
 	})
 
-	return inv
-}
-
-// controllersUninstallStep removes the controllers with the inventory of
-// controllersSteps and proves that karmada-apiserver on the shared host is
-// untouched.
-func controllersUninstallStep(t *testing.T, e *planeEnv, inv string) {
-	t.Helper()
-	ctx := context.Background()
-	testenv.Step(t, "uninstalls the controllers", func(t *testing.T) {
-		e.a.playbook(t, inv, e.vars, testdataPath(t, "controllers-uninstall.yml")).mustSucceed(t, e.cpNames...)
-		for _, h := range e.cpNames {
-			out, err := e.dc.Run(ctx, h, "for s in "+strings.Join(controllerServices, " ")+"; do "+
-				"test ! -e /etc/systemd/system/$s.service || echo $s.service; systemctl is-active $s || true; done; "+
-				"test ! -e /etc/karmada/controllers || echo /etc/karmada/controllers")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.Fields(out); !slices.Equal(got, []string{"inactive", "inactive", "inactive", "inactive"}) {
-				t.Errorf("%s still has controllers after the uninstall: %q", h, got)
-			}
-		}
-		// karmada-apiserver on the shared host is untouched.
-		testenv.MustKubectl(ctx, t, e.kubectl, e.admin, "get", "--raw", "/readyz")
-	})
 }
 
 // testdataPath is the absolute path of a file in testdata: ansible-playbook

@@ -15,36 +15,30 @@ import (
 	"github.com/kao-io/kao/test/hosts"
 )
 
-// TestEtcdRestore runs playbooks/etcd-restore.yml on a three-member cluster
-// installed by the etcd role (no API servers: their plays find nothing to
-// stop or start) through the paths the end-to-end restore in
-// test/e2e/restore_test.go does not take: a member cut off between its two
-// renames by an interrupted run is continued while the others are restored
-// afresh; the same restore run again does not restore twice; and a host in a
-// state no restore leaves fails the run before anything stops. The
-// successful restore of a whole control plane, and the install run after
-// it, are the end-to-end test's.
-func TestEtcdRestore(t *testing.T) {
-	requirePrerequisites(t)
-	bundle, m := buildBundle(t)
-	dc := hosts.Start(t, 3)
+// etcdRestoreSteps run playbooks/etcd-restore.yml on TestEtcd's
+// three-member cluster, which the etcd role installed as kd (no API servers:
+// their plays find nothing to stop or start), through the paths the
+// end-to-end restore in test/e2e/restore_test.go does not take: a member cut
+// off between its two renames by an interrupted run is continued while the
+// others are restored afresh; the same restore run again does not restore
+// twice; and a host in a state no restore leaves fails the run before
+// anything stops. The successful restore of a whole control plane, and the
+// install run after it, are the end-to-end test's. The steps borrow
+// TestEtcd's cluster rather than boot three hosts and install etcd for
+// themselves.
+func etcdRestoreSteps(t *testing.T, dc *hosts.Cluster, a *ansible, bundle, pki, etcdctlBin string, kd *kaov1.KarmadaDeployment) {
+	t.Helper()
 	hs := dc.Hosts()
 	names := make([]string, len(hs))
 	for i, h := range hs {
 		names[i] = h.Name
 	}
 	ctx := context.Background()
-	pki := genEtcdPKI(t, hs)
-	a := newAnsible(t, dc)
-	etcdctlBin := filepath.Join(bundle, "etcd", m.Etcd, "bin", "etcdctl")
-	install := a.writeFile(t, "install.yml", []byte(installPlaybook))
 	restore := filepath.Join(repoRoot(t), "playbooks", "etcd-restore.yml")
 	// A restore is for a deployment that installed (status.version): its
 	// hosts, installed here by the etcd role alone, carry no owner marker.
-	kd := etcdDeployment(hs, kaov1.ManagedEtcd{})
 	kd.Status.Version = kd.Spec.Version
-	inv := a.inventory(t, "etcd3.json", kd)
-	vars := a.extraVars(t, "vars.json", map[string]string{"kao_artifacts_dir": bundle, "kao_pki_dir": pki})
+	inv := a.inventory(t, "etcd3-restore.json", kd)
 
 	run := func(t *testing.T, args ...string) string {
 		t.Helper()
@@ -99,8 +93,7 @@ func TestEtcdRestore(t *testing.T) {
 		})
 	}
 
-	testenv.Step(t, "installs and takes a snapshot", func(t *testing.T) {
-		a.playbook(t, inv, vars, install).mustSucceed(t, names...)
+	testenv.Step(t, "takes a snapshot to restore", func(t *testing.T) {
 		run(t, "put", "/kao/restore/kept", "in-the-snapshot")
 		if _, err := etcdctl(ctx, etcdctlBin, pki, clientURLs(hs[:1]), "snapshot", "save", snapshot); err != nil {
 			t.Fatal(err)

@@ -2,14 +2,12 @@ package roles
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -42,10 +40,12 @@ const uninstallPlaybook = `- name: Etcd | Remove the etcd cluster
 
 // TestEtcd installs a three-member TLS etcd cluster from the offline bundle
 // with the etcd role, proves it serves, converges with changed=0, restarts
-// members one at a time, refuses a damaged bundle, uninstalls, and then runs
-// a one-member cluster.
+// members one at a time, refuses a damaged bundle, restores the cluster from
+// a snapshot with playbooks/etcd-restore.yml (etcdRestoreSteps), uninstalls,
+// and then runs a one-member cluster.
 func TestEtcd(t *testing.T) {
 	requirePrerequisites(t)
+	testenv.Lane(t)
 	bundle, m := buildBundle(t)
 	dc := hosts.Start(t, 3)
 	hs := dc.Hosts()
@@ -74,6 +74,10 @@ func TestEtcd(t *testing.T) {
 		},
 	}
 	inv3 := a.inventory(t, "etcd3.json", etcdDeployment(hs, three))
+	// changed is three with a new value of an extra arg, which restarts every
+	// member.
+	changed := three
+	changed.ExtraArgs = []kaov1.Arg{{Name: "quota-backend-bytes", Value: "8589934592"}, three.ExtraArgs[1]}
 
 	// refused runs the install with a damaged copy of the bundle or PKI and
 	// expects a failure naming the problem, with nothing installed.
@@ -265,38 +269,23 @@ func TestEtcd(t *testing.T) {
 	})
 
 	testenv.Step(t, "restarts one member at a time", func(t *testing.T) {
-		changed := three
-		changed.ExtraArgs = []kaov1.Arg{{Name: "quota-backend-bytes", Value: "8589934592"}, three.ExtraArgs[1]}
 		inv := a.inventory(t, "etcd3-changed.json", etcdDeployment(hs, changed))
 		r := a.playbook(t, inv, vars, install)
 		r.mustSucceed(t, names...)
 		// Each member went down only after the previous one was back up.
-		type window struct{ down, up int64 }
-		var ws []window
+		var rs []hosts.Restart
 		for _, h := range names {
-			out, err := dc.Run(ctx, h, "systemctl show -p InactiveEnterTimestampMonotonic -p ActiveEnterTimestampMonotonic karmada-etcd")
+			r, err := dc.LastRestart(ctx, h, "karmada-etcd")
 			if err != nil {
 				t.Fatal(err)
 			}
-			props := map[string]int64{}
-			for _, line := range strings.Fields(out) {
-				k, v, _ := strings.Cut(line, "=")
-				props[k], _ = strconv.ParseInt(v, 10, 64)
-			}
-			down, up := props["InactiveEnterTimestampMonotonic"], props["ActiveEnterTimestampMonotonic"]
-			if down == 0 || up < down {
-				t.Fatalf("%s was not restarted: %q", h, out)
-			}
-			ws = append(ws, window{down: down, up: up})
+			rs = append(rs, r)
 			if !slices.Contains(etcdArgv(ctx, t, dc, h), "--quota-backend-bytes=8589934592") {
 				t.Errorf("%s runs without the new flag", h)
 			}
 		}
-		slices.SortFunc(ws, func(x, y window) int { return int(x.down - y.down) })
-		for i := 1; i < len(ws); i++ {
-			if ws[i].down < ws[i-1].up {
-				t.Errorf("two members were down at once: %+v", ws)
-			}
+		if hosts.Overlap(rs) {
+			t.Errorf("two members were down at once: %v", rs)
 		}
 		checkHealthy(ctx, t, etcdctlBin, pki, hs)
 		val, err := etcdctl(ctx, etcdctlBin, pki, clientURLs(hs[1:2]), "get", "/kao/roles-test", "--print-value-only")
@@ -304,6 +293,11 @@ func TestEtcd(t *testing.T) {
 			t.Errorf("the data did not survive the restarts: %q, %v", val, err)
 		}
 	})
+
+	// The restore runs on the cluster as it is now: three members, with the
+	// changed extra args. Restoring leaves the members' previous data
+	// directories next to the new ones, which the uninstall keeps.
+	etcdRestoreSteps(t, dc, a, bundle, pki, etcdctlBin, etcdDeployment(hs, changed))
 
 	testenv.Step(t, "uninstalls and purges the data", func(t *testing.T) {
 		r := a.playbook(t, inv3, vars, uninstall)
@@ -411,15 +405,7 @@ func checkHealthy(ctx context.Context, t *testing.T, etcdctlBin, pki string, hs 
 // etcdArgv is the command line of the running etcd on host.
 func etcdArgv(ctx context.Context, t *testing.T, dc *hosts.Cluster, host string) []string {
 	t.Helper()
-	out, err := dc.Run(ctx, host, `base64 -w0 "/proc/$(systemctl show -p MainPID --value karmada-etcd)/cmdline"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
-	if err != nil {
-		t.Fatalf("cmdline of etcd on %s: %v", host, err)
-	}
-	return strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+	return processArgv(ctx, t, dc, host, "karmada-etcd")
 }
 
 // golden compares got with testdata/name, or rewrites it with -update.

@@ -28,6 +28,7 @@ const externalKeyPrefix = "/kao-external"
 // uninstall leaves the etcd and its data alone.
 func TestExternalEtcd(t *testing.T) {
 	requirePrerequisites(t)
+	testenv.Lane(t)
 	bundle, m := buildBundle(t)
 	kubectl := filepath.Join(bundle, "kubernetes", m.Kubernetes, "bin", "kubectl")
 	etcdctlBin := filepath.Join(bundle, "etcd", m.Etcd, "bin", "etcdctl")

@@ -215,7 +215,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *restoreScope) (ctrl
 	switch er.Status.Phase {
 	case kaov1.RestoreSucceeded, kaov1.RestoreFailed:
 		// A restore runs once. Whatever an ending left undone is finished here.
-		return ctrl.Result{}, r.release(ctx, er)
+		return ctrl.Result{}, r.release(ctx, er, er.Status.Phase == kaov1.RestoreSucceeded)
 	}
 	if p := er.Status.Progress; p != nil {
 		if attached, err := r.reattach(ctx, er, p); err != nil || attached {
@@ -322,7 +322,7 @@ func (r *Reconciler) end(ctx context.Context, er *kaov1.EtcdRestore, kd *kaov1.K
 	}
 	r.Recorder.Eventf(er, related, corev1.EventTypeWarning, event, "Restore", "%s", pipeline.TruncateString(msg, 1000))
 	ctrl.LoggerFrom(ctx).Info("Ending an etcd restore without a run", "reason", reason, "message", msg)
-	if err := r.release(ctx, er); err != nil {
+	if err := r.release(ctx, er, false); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Releasing the KarmadaDeployment after a refused restore")
 	}
 }
@@ -422,8 +422,10 @@ func (r *Reconciler) lockDeployment(ctx context.Context, er *kaov1.EtcdRestore, 
 }
 
 // release removes kaov1.RestoreInProgressAnnotation from the deployment if this
-// restore set it, and the snapshot the restore fetched.
-func (r *Reconciler) release(ctx context.Context, er *kaov1.EtcdRestore) error {
+// restore set it, and the snapshot the restore fetched. After a restore that
+// succeeded (restored) it sets kaov1.RestoredAtAnnotation in the same write,
+// so the deployment's reconciler, woken by it, runs the install once more.
+func (r *Reconciler) release(ctx context.Context, er *kaov1.EtcdRestore, restored bool) error {
 	if err := r.removeRestoreDir(er); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Removing the fetched snapshot")
 	}
@@ -438,6 +440,11 @@ func (r *Reconciler) release(ctx context.Context, er *kaov1.EtcdRestore) error {
 		}
 		base := cur.DeepCopy()
 		delete(cur.Annotations, kaov1.RestoreInProgressAnnotation)
+		if restored {
+			// The deployment's reconciler runs the install once more, which
+			// applies Karmada's objects as its spec says (kaov1.RestoredAtAnnotation).
+			cur.Annotations[kaov1.RestoredAtAnnotation] = r.Clock.Now().UTC().Format(time.RFC3339)
+		}
 		err := r.Client.Patch(ctx, cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 		return client.IgnoreNotFound(err)
 	})
@@ -465,7 +472,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *restoreScope) error
 		ctrl.LoggerFrom(ctx).Info("Deleting a restore that did not finish: the KarmadaDeployment runs again as its spec says",
 			"KarmadaDeployment", er.Spec.DeploymentName)
 	}
-	if err := r.release(ctx, er); err != nil {
+	if err := r.release(ctx, er, er.Status.Phase == kaov1.RestoreSucceeded); err != nil {
 		return err
 	}
 	if err := r.patchStatus(ctx, s); err != nil {

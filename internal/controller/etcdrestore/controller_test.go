@@ -113,8 +113,8 @@ func TestEtcdRestoreRefusesASnapshotThatFailsItsChecksum(t *testing.T) {
 	}
 	waitForRestoreEvent(t, byPath, checksumMismatchEvent)
 	waitForRestoreEvent(t, byBackup, checksumMismatchEvent)
-	if cur := controllertest.Get(t, kd); cur.Annotations[kaov1.RestoreInProgressAnnotation] != "" {
-		t.Errorf("a refused restore held the deployment: %v", cur.Annotations)
+	if cur := controllertest.Get(t, kd); cur.Annotations[kaov1.RestoreInProgressAnnotation] != "" || cur.Annotations[kaov1.RestoredAtAnnotation] != "" {
+		t.Errorf("a refused restore held the deployment or asked it for a run: %v", cur.Annotations)
 	}
 	if runs, _ := filepath.Glob(filepath.Join(stateDir, "runs", "*", "*")); len(runs) > 0 {
 		t.Errorf("a refused restore started runs: %v", runs)
@@ -193,8 +193,15 @@ func TestEtcdRestoreWaitsForTheRunThenHoldsTheDeployment(t *testing.T) {
 		done.Status.CompletionTime == nil {
 		t.Fatalf("status.lastRun does not record the run: %+v", done.Status)
 	}
-	if holder := controllertest.Get(t, kd).Annotations[kaov1.RestoreInProgressAnnotation]; holder != "" {
+	released := controllertest.Get(t, kd)
+	if holder := released.Annotations[kaov1.RestoreInProgressAnnotation]; holder != "" {
 		t.Errorf("the deployment is still held after the restore: %q", holder)
+	}
+	// The same write asks the deployment for an install run after the restore.
+	if at, err := time.Parse(time.RFC3339, released.Annotations[kaov1.RestoredAtAnnotation]); err != nil ||
+		at.Before(done.Status.StartTime.Truncate(time.Second)) || at.After(done.Status.CompletionTime.Time) {
+		t.Errorf("%s is %q, want the time the restore ended (it started %s and ended %s)", kaov1.RestoredAtAnnotation,
+			released.Annotations[kaov1.RestoredAtAnnotation], done.Status.StartTime, done.Status.CompletionTime)
 	}
 	waitForRestoreEvent(t, er, restoreStartedEvent)
 	waitForRestoreEvent(t, er, restoreSucceededEvent)

@@ -94,7 +94,7 @@ func (r *Reconciler) executeRun(ctx context.Context, er *kaov1.EtcdRestore, kd *
 	// ended restore never holds it. Should the operator stop in between, the
 	// next one repeats the run, which finds every member restored already.
 	if res.Outcome != runner.Cancelled {
-		if err := r.release(finalCtx, er); err != nil {
+		if err := r.release(finalCtx, er, res.Outcome == runner.Succeeded); err != nil {
 			log.Error(err, "Releasing the KarmadaDeployment; the next reconcile tries again")
 		}
 	}

@@ -165,3 +165,24 @@ func TestDecideRunRenewsRotatesAndBacksOff(t *testing.T) {
 		})
 	}
 }
+
+// TestKeptTrustRoots names, for the Event of an adopted PKI Secret, the
+// trust roots the Secret had that were not issued anew.
+func TestKeptTrustRoots(t *testing.T) {
+	all := pki.Bundle{pki.CertFile(pki.CA): []byte("x"), pki.CertFile(pki.FrontProxyCA): []byte("x"),
+		pki.CertFile(pki.EtcdCA): []byte("x"), pki.ServiceAccountKeyFile: []byte("x")}
+	noEtcd := pki.Bundle{pki.CertFile(pki.CA): []byte("x"), pki.CertFile(pki.FrontProxyCA): []byte("x"), pki.ServiceAccountKeyFile: []byte("x")}
+	for _, tc := range []struct {
+		bundle  pki.Bundle
+		changed []string
+		want    string
+	}{
+		{bundle: all, changed: []string{pki.AdminClient}, want: "ca, front-proxy-ca, etcd-ca, the service-account key"},
+		{bundle: all, changed: []string{pki.CA, pki.AdminClient}, want: "front-proxy-ca, etcd-ca, the service-account key"},
+		{bundle: noEtcd, changed: []string{pki.ServiceAccount}, want: "ca, front-proxy-ca"},
+	} {
+		if got := strings.Join(keptTrustRoots(tc.bundle, tc.changed), ", "); got != tc.want {
+			t.Errorf("keptTrustRoots(%v) = %q, want %q", tc.changed, got, tc.want)
+		}
+	}
+}

@@ -160,6 +160,8 @@ type scope struct {
 	failedBefore time.Time
 	// check makes the run starting now a drift check (check mode).
 	check bool
+	// plan makes the run starting now a plan of the generation (check mode).
+	plan bool
 	// repair is set when the run starting now repairs the drift status.drift lists.
 	repair bool
 }
@@ -258,7 +260,24 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if plan == nil {
 		playbook = choosePlaybook(kd, now)
 	}
+	if decision.plan {
+		if kd.Spec.Mode != kaov1.BinaryMode {
+			r.refusePlan(ctx, kd, playbook, now)
+			return ctrl.Result{}, nil
+		}
+		// The playbook the run would be, in check mode (plan.go).
+		s.plan = true
+		ctrl.LoggerFrom(ctx).Info("Starting a plan", "playbook", playbook, "reason", decision.reason)
+		return r.startRun(ctx, s, playbook)
+	}
 	ctrl.LoggerFrom(ctx).Info("Starting a run", "playbook", playbook, "reason", decision.reason)
+	if restorePending(kd, now) {
+		// Whatever else asked for this run (restoredTrigger, or a spec
+		// change made while the restore held the deployment).
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "ReapplyingAfterRestore", "Run",
+			"etcd was restored (%s=%s): this run is the %s, so that Karmada's objects kao keeps (CRDs, webhook and APIService CA bundles and endpoints, RBAC, members) are as the spec and this deployment's certificates say, not as the snapshot had them",
+			kaov1.RestoredAtAnnotation, kd.Annotations[kaov1.RestoredAtAnnotation], playbook)
+	}
 	switch decision.trigger {
 	case renewalTrigger:
 		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "CertificatesRenewing", "Renew",
@@ -285,9 +304,11 @@ func (r *Reconciler) cacheIsBehind(kd *kaov1.KarmadaDeployment) bool {
 	if kd.Status.Progress != nil && kd.Status.Progress.RunID == id {
 		return true
 	}
-	// A run's end is in status.lastRun, a drift check's in status.drift.
+	// A run's end is in status.lastRun, a drift check's in status.drift, a
+	// plan's in status.plan.
 	recorded := kd.Status.LastRun != nil && kd.Status.LastRun.ID >= id ||
-		kd.Status.Drift != nil && kd.Status.Drift.RunID >= id
+		kd.Status.Drift != nil && kd.Status.Drift.RunID >= id ||
+		kd.Status.Plan != nil && kd.Status.Plan.RunID >= id
 	return !recorded
 }
 
@@ -296,6 +317,13 @@ func (r *Reconciler) cacheIsBehind(kd *kaov1.KarmadaDeployment) bool {
 // interrupted drift check changed nothing: it is recorded as a check that
 // did not finish, and the next one comes an interval later.
 func (r *Reconciler) recordInterruptedRun(ctx context.Context, kd *kaov1.KarmadaDeployment, p *kaov1.RunProgress, now time.Time) {
+	if p.Plan {
+		// A plan changed nothing either; with nothing recorded, the
+		// generation is planned again.
+		ctrl.LoggerFrom(ctx).Info("Dropping an interrupted plan: it starts again", "run", p.RunID)
+		kd.Status.Progress = nil
+		return
+	}
 	if p.Check {
 		ctrl.LoggerFrom(ctx).Info("Recording an interrupted drift check", "run", p.RunID)
 		kd.Status.Progress = nil
@@ -357,11 +385,16 @@ func (r *Reconciler) prepareRun(ctx context.Context, s *scope, playbook, runID, 
 			return nil, err
 		}
 	}
+	p := &preparedRun{}
 	switch {
 	case s.check:
 		// A check issues nothing: it runs with the certificates the last run
 		// deployed (nothing is due, or a renewal run would come first).
 		in.PKI, err = r.inputs().ReadPKI(ctx, kd)
+	case s.plan:
+		// A plan runs with what the run would deploy, kept in memory.
+		p.extras.plan = &planExtras{}
+		in.PKI, p.extras.plan.Certificates, err = r.planPKI(ctx, kd, now)
 	case playbook == pipeline.InstallPlaybook || playbook == pipeline.MembersPlaybook || playbook == pipeline.UpgradePlaybook:
 		// A members run needs the certificates of new Pull members' agents;
 		// choosePlaybook runs install.yml whenever another one is due.
@@ -373,7 +406,6 @@ func (r *Reconciler) prepareRun(ctx context.Context, s *scope, playbook, runID, 
 		return nil, err
 	}
 	in.PKI = pipeline.WithExternalEtcd(in.PKI, in.ExternalEtcd)
-	p := &preparedRun{}
 	if p.spec, err = r.inputs().AssembleRun(ctx, kd, in, pipeline.RunParams{ID: runID, Dir: dir, Playbook: playbook}); err != nil {
 		return nil, err
 	}
@@ -404,23 +436,33 @@ func (r *Reconciler) startRun(ctx context.Context, s *scope, playbook string) (c
 		return r.recordNotStarted(ctx, kd, err, now)
 	}
 	spec, extras := p.spec, p.extras
-	spec.Check, spec.Diff = s.check, s.check
-	if s.check {
+	spec.Check, spec.Diff = s.check || s.plan, s.check || s.plan
+	switch {
+	case s.plan && playbook == pipeline.UpgradePlaybook:
+		spec.Tags = []string{pipeline.UpgradeHostsTag}
+	case s.check || s.plan:
 		// The hosts' plays alone: see pipeline.HostsTag.
 		spec.Tags = []string{pipeline.HostsTag}
 	}
 	extras.check = s.check
+	if s.plan {
+		extras.plan.describe(kd, spec.Groups, s.upgrade)
+	}
 	// A generated playbook is written when the run starts: estimate with
 	// kao's own until then.
 	total, _ := runner.EstimateResults(filepath.Join(r.PlaybookDir, playbook), spec.RolesPath, spec.Groups, spec.Tags)
 	kd.Status.Progress = pipeline.ProgressStatus(runID, playbook, now, runner.Progress{TasksTotal: total}, now)
-	kd.Status.Progress.Check = s.check
-	if !s.check {
+	kd.Status.Progress.Check, kd.Status.Progress.Plan = s.check, s.plan
+	switch {
+	case s.plan:
+		setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.PlanningReason,
+			fmt.Sprintf("plan %s of generation %d under way: %s in check mode, which changes nothing", runID, kd.Generation, playbook))
+	case !s.check:
 		// PlaybookSucceeded is about runs that change hosts; a check is in
 		// status.progress and, once it ends, in status.drift.
 		setRunningCondition(kd, runID, playbook)
 	}
-	if s.upgrade != nil {
+	if s.upgrade != nil && !s.plan {
 		kd.Status.Upgrade = s.upgrade.status(runID, kd.Generation, now)
 	}
 	if s.repair && kd.Status.Drift != nil {
@@ -446,6 +488,11 @@ func (r *Reconciler) startRun(ctx context.Context, s *scope, playbook string) (c
 			"Started drift check %s: %s in check mode, which changes nothing", runID, playbook)
 		return ctrl.Result{}, nil
 	}
+	if s.plan {
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlanStarted", "Plan",
+			"Started plan %s of generation %d: %s in check mode, which changes nothing", runID, kd.Generation, playbook)
+		return ctrl.Result{}, nil
+	}
 	r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "PlaybookStarted", "Run",
 		"Started run %s of %s for generation %d", runID, playbook, kd.Generation)
 	return ctrl.Result{}, nil
@@ -461,7 +508,7 @@ func (r *Reconciler) recordQueued(ctx context.Context, kd *kaov1.KarmadaDeployme
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Run queued", "playbook", playbook, "reason", why)
 	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.RunQueuedReason, msg)
-	return ctrl.Result{RequeueAfter: queuedRecheck}
+	return ctrl.Result{RequeueAfter: r.RunLimits.RecheckAfter()}
 }
 
 // quorumLost says why a Binary deployment's managed etcd has no quorum, by
@@ -499,10 +546,6 @@ func (r *Reconciler) recordHeldForQuorum(ctx context.Context, kd *kaov1.KarmadaD
 	return ctrl.Result{RequeueAfter: r.probeInterval()}
 }
 
-// queuedRecheck is how often a queued deployment looks for a slot, should
-// the end of another run not wake it.
-const queuedRecheck = 30 * time.Second
-
 // runExtras is what an install run records in status when it succeeds.
 type runExtras struct {
 	// userRolesDigest is the digest of the user roles the run ran.
@@ -512,6 +555,8 @@ type runExtras struct {
 	agents map[string]metav1.Time
 	// check marks a drift check, which records status.drift instead.
 	check bool
+	// plan marks a plan, which records status.plan instead.
+	plan *planExtras
 }
 
 // Keys of a run's meta data, which a run elsewhere keeps for the operator
@@ -522,6 +567,7 @@ const (
 	metaGeneration      = "generation"
 	metaSpec            = "spec"
 	metaCheck           = "check"
+	metaPlan            = "plan"
 )
 
 // meta is what a run elsewhere keeps of the extras.
@@ -537,6 +583,11 @@ func (e runExtras) meta() map[string]string {
 	}
 	if e.check {
 		m[metaCheck] = "true"
+	}
+	if e.plan != nil {
+		if b, err := json.Marshal(e.plan); err == nil {
+			m[metaPlan] = string(b)
+		}
 	}
 	return m
 }
@@ -578,6 +629,12 @@ func extrasFromMeta(m map[string]string) (runExtras, error) {
 			return e, fmt.Errorf("reading the run's Pull agents: %w", err)
 		}
 	}
+	if raw := m[metaPlan]; raw != "" {
+		e.plan = &planExtras{}
+		if err := json.Unmarshal([]byte(raw), e.plan); err != nil {
+			return e, fmt.Errorf("reading the plan's findings: %w", err)
+		}
+	}
 	return e, nil
 }
 
@@ -612,7 +669,7 @@ func (r *Reconciler) reattach(ctx context.Context, kd *kaov1.KarmadaDeployment, 
 		return false, err
 	}
 	spec := runner.Spec{ID: p.RunID, Dir: filepath.Join(pipeline.RunsDir(r.StateDir, kd.UID), p.RunID),
-		Playbook: filepath.Join(r.PlaybookDir, p.Playbook), Attach: true, Check: extras.check, Diff: extras.check}
+		Playbook: filepath.Join(r.PlaybookDir, p.Playbook), Attach: true, Check: extras.checkMode(), Diff: extras.checkMode()}
 	run := &pipeline.ActiveRun{ID: p.RunID, Playbook: p.Playbook, Generation: ran.Generation, Attached: true}
 	snapshot := ran
 	if err := r.runs.Begin(kd, run, func(runCtx context.Context) {
@@ -678,13 +735,10 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 		log.Error(err, "Keeping the run's spec with it")
 	}
 	run, backupFailed := base, false
-	if playbook == pipeline.UpgradePlaybook && !spec.Attach {
+	if playbook == pipeline.UpgradePlaybook && !spec.Attach && extras.plan == nil {
 		run = r.withUpgradeBackup(kd, base, &backupFailed)
 	}
-	who := metrics.Run{Namespace: kd.Namespace, Deployment: kd.Name, Playbook: playbook}
-	if extras.check {
-		who.Playbook = playbook + metrics.CheckSuffix
-	}
+	who := metrics.Run{Namespace: kd.Namespace, Deployment: kd.Name, Playbook: metrics.PlaybookLabel(playbook, extras.check, extras.plan != nil)}
 	res := pipeline.RunWithProgress(ctx, run, r.Clock, spec, start, who, status.ReportProgress(ctx, kd, spec, start, r.Clock, log))
 	if res.Outcome == runner.Detached {
 		// The operator stops and the run goes on in its Job: status keeps
@@ -697,8 +751,12 @@ func (r *Reconciler) executeRun(ctx context.Context, kd *kaov1.KarmadaDeployment
 	// The run's context may be cancelled (shutdown, deletion): record the end regardless.
 	finalCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if extras.check {
+	switch {
+	case extras.check:
 		r.endDriftCheck(finalCtx, log, kd, spec, res)
+		return
+	case extras.plan != nil:
+		r.endPlan(finalCtx, log, kd, spec, res, extras.plan)
 		return
 	}
 	logName := r.Logs(r.Client, r.APIReader).KeepRunLog(finalCtx, log, kd, spec.ID, res.Log)

@@ -75,7 +75,7 @@ func TestRunProgressAndResultAreWrittenToStatus(t *testing.T) {
 		t.Errorf("PlaybookSucceeded during a run: %+v", c)
 	}
 
-	done := controllertest.WaitFor(t, kd, 60*time.Second, "a successful run", lastRunIs(kaov1.RunSucceeded))
+	done := controllertest.WaitFor(t, kd, runWait, "a successful run", lastRunIs(kaov1.RunSucceeded))
 	last := done.Status.LastRun
 	if last.Playbook != pipeline.InstallPlaybook || last.Generation != done.Generation || last.EndTime.Before(&last.StartTime) {
 		t.Errorf("lastRun is wrong: %+v", last)
@@ -138,7 +138,7 @@ func TestFailedRunIsReportedAndBacksOff(t *testing.T) {
 	startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "failing", false, "fail-a", "ok-b")
 
-	failed := controllertest.WaitFor(t, kd, 60*time.Second, "a failed run", lastRunIs(kaov1.RunFailed))
+	failed := controllertest.WaitFor(t, kd, runWait, "a failed run", lastRunIs(kaov1.RunFailed))
 	last := failed.Status.LastRun
 	if len(last.FailedTasks) != 1 {
 		t.Fatalf("want one failed task, got %+v", last.FailedTasks)
@@ -184,7 +184,7 @@ func TestSpecChangeDuringARunIsNotLost(t *testing.T) {
 
 	update(t, kd, func(cur *kaov1.KarmadaDeployment) { cur.Spec.Members[0].Region = "eu-west" })
 	firstID := ""
-	done := controllertest.WaitFor(t, kd, 90*time.Second, "a run of the changed spec", func(kd *kaov1.KarmadaDeployment) bool {
+	done := controllertest.WaitFor(t, kd, runWait, "a run of the changed spec", func(kd *kaov1.KarmadaDeployment) bool {
 		if kd.Status.LastRun != nil && firstID == "" {
 			firstID = kd.Status.LastRun.ID
 		}
@@ -240,7 +240,7 @@ func TestRunInterruptedByACrashIsRunAgain(t *testing.T) {
 	if !strings.Contains(e.Note, "20260101-000000-dead") {
 		t.Errorf("the Event does not name the interrupted run: %q", e.Note)
 	}
-	done := controllertest.WaitFor(t, kd, 60*time.Second, "a new successful run", lastRunIs(kaov1.RunSucceeded))
+	done := controllertest.WaitFor(t, kd, runWait, "a new successful run", lastRunIs(kaov1.RunSucceeded))
 	if done.Status.LastRun.ID == "20260101-000000-dead" {
 		t.Fatal("the interrupted run was recorded as succeeded")
 	}
@@ -262,7 +262,7 @@ func TestOperatorRestartDuringARunNeverLeavesItRunning(t *testing.T) {
 		t.Fatalf("the cancelled run is not recorded: %+v", stopped.Status.LastRun)
 	}
 	startOperator(t, ns, op.stateDir)
-	controllertest.WaitFor(t, kd, 60*time.Second, "a successful run after the restart", lastRunIs(kaov1.RunSucceeded))
+	controllertest.WaitFor(t, kd, runWait, "a successful run after the restart", lastRunIs(kaov1.RunSucceeded))
 }
 
 func TestMissingSecretIsACondition(t *testing.T) {
@@ -296,7 +296,7 @@ func TestDeletionRunsUninstallThenReleasesTheObject(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "deleted", false, "ok-a")
-	controllertest.WaitFor(t, kd, 60*time.Second, "a successful install", lastRunIs(kaov1.RunSucceeded))
+	controllertest.WaitFor(t, kd, runWait, "a successful install", lastRunIs(kaov1.RunSucceeded))
 	if err := controllertest.K8s.Delete(context.Background(), kd); err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestNoSecretLeaksIntoStatusEventsLogsOrRunDirectories(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	op := startOperator(t, ns, "")
 	kd := newDeployment(t, ns, "leaky", false, "leak-a")
-	failed := controllertest.WaitFor(t, kd, 60*time.Second, "the leaking run to fail", lastRunIs(kaov1.RunFailed))
+	failed := controllertest.WaitFor(t, kd, runWait, "the leaking run to fail", lastRunIs(kaov1.RunFailed))
 	secret := "leak-a-TOKEN-e5b1c0ffee4242deadbeef"
 	if !strings.Contains(failed.Status.LastRun.FailedTasks[0].Message, "[redacted]") {
 		t.Errorf("the failure message was not redacted: %q", failed.Status.LastRun.FailedTasks[0].Message)
@@ -373,7 +373,7 @@ func TestRecreatedDeploymentIsANewObject(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		installed := controllertest.WaitFor(t, kd, 60*time.Second, fmt.Sprintf("round %d: a successful install", round), lastRunIs(kaov1.RunSucceeded))
+		installed := controllertest.WaitFor(t, kd, runWait, fmt.Sprintf("round %d: a successful install", round), lastRunIs(kaov1.RunSucceeded))
 		if installed.Status.LastRun.Playbook != pipeline.InstallPlaybook {
 			t.Fatalf("round %d: the first run of the new object ran %s", round, installed.Status.LastRun.Playbook)
 		}

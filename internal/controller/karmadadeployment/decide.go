@@ -33,6 +33,10 @@ const (
 	// driftRepairTrigger: the last drift check found drift and
 	// spec.driftCheck.autoRepair is set.
 	driftRepairTrigger
+
+	// restoredTrigger: an EtcdRestore restored etcd after the last run
+	// started (kaov1.RestoredAtAnnotation).
+	restoredTrigger
 )
 
 // runDecision says whether a deployment without a run in progress needs one.
@@ -47,6 +51,9 @@ type runDecision struct {
 	recheck time.Duration
 	// check makes the run a drift check: check mode, nothing changes.
 	check bool
+	// plan makes the run a plan of the generation (kaov1.PlanAnnotation):
+	// check mode, nothing changes.
+	plan bool
 	// trigger says what asked for a run of an unchanged spec.
 	trigger runTrigger
 	// reason says why, for logs.
@@ -62,7 +69,10 @@ type runDecision struct {
 // for a new value of kaov1.RotateCertificatesAnnotation, when a certificate enters
 // its renewal window (status.certificateRenewal.nextRenewalTime), and when
 // userRolesDigest, the digest of spec.addons.userRoles' files now, differs
-// from the one the last successful run recorded.
+// from the one the last successful run recorded, and once after an
+// EtcdRestore (kaov1.RestoredAtAnnotation later than the last run's start).
+// With kaov1.PlanAnnotation, a generation not applied yet is planned
+// instead (decidePlan).
 func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest string) runDecision {
 	if holder := kd.Annotations[kaov1.RestoreInProgressAnnotation]; holder != "" {
 		// No run while an EtcdRestore stops and replaces etcd; its end wakes the deployment.
@@ -78,6 +88,12 @@ func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest strin
 				return runDecision{wait: wait, reason: fmt.Sprintf("backing off after %d failed attempts", retry.Failures)}
 			}
 			return runDecision{run: true, reason: fmt.Sprintf("retrying after %d failed attempts", retry.Failures)}
+		}
+		if restorePending(kd, now) {
+			at, _ := restoredAt(kd, now)
+			return runDecision{run: true, trigger: restoredTrigger,
+				reason: fmt.Sprintf("an EtcdRestore restored etcd at %s, after the last run started (annotation %s)",
+					at.Format(time.RFC3339), kaov1.RestoredAtAnnotation)}
 		}
 		if req := pendingRotation(kd); req != "" {
 			return runDecision{run: true, trigger: rotationTrigger,
@@ -103,10 +119,17 @@ func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest strin
 		}
 		return d
 	}
-	if retry := kd.Status.Retry; retry != nil && retry.Generation == kd.Generation && retry.NextRetryTime != nil {
+	retry := kd.Status.Retry
+	retrying := retry != nil && retry.Generation == kd.Generation && retry.NextRetryTime != nil
+	if retrying {
 		if wait := retry.NextRetryTime.Sub(now); wait > 0 {
 			return runDecision{wait: wait, reason: fmt.Sprintf("backing off after %d failed attempts", retry.Failures)}
 		}
+	}
+	if d, ok := decidePlan(kd); ok {
+		return d
+	}
+	if retrying {
 		return runDecision{run: true, reason: fmt.Sprintf("retrying after %d failed attempts", retry.Failures)}
 	}
 	switch {
@@ -116,6 +139,24 @@ func decideRun(kd *kaov1.KarmadaDeployment, now time.Time, userRolesDigest strin
 		return runDecision{run: true, reason: fmt.Sprintf("spec changed (generation %d, last run applied %d)", kd.Generation, last.Generation)}
 	}
 	return runDecision{run: true, reason: "the last run did not finish"}
+}
+
+// decidePlan decides for a deployment with kaov1.PlanAnnotation whose
+// generation no run applied yet (a new spec, or one whose run failed; the
+// caller checks): the generation is planned once per value of the
+// annotation, and then waits, applied only once the annotation is gone. ok
+// is false without the annotation: then decideRun decides as usual.
+func decidePlan(kd *kaov1.KarmadaDeployment) (runDecision, bool) {
+	req, asked := planRequest(kd)
+	if !asked {
+		return runDecision{}, false
+	}
+	if p := kd.Status.Plan; p != nil && p.Generation == kd.Generation && p.Request == req {
+		return runDecision{reason: fmt.Sprintf("generation %d is planned (status.plan); remove annotation %s to apply it",
+			kd.Generation, kaov1.PlanAnnotation)}, true
+	}
+	return runDecision{run: true, plan: true, reason: fmt.Sprintf("annotation %s asks for a plan of generation %d instead of its run",
+		kaov1.PlanAnnotation, kd.Generation)}, true
 }
 
 // decideDrift decides, for a deployment whose last run of its generation
@@ -169,7 +210,8 @@ func driftCount(d *kaov1.DriftStatus) string {
 func choosePlaybook(kd *kaov1.KarmadaDeployment, now time.Time) string {
 	applied := kd.Status.Applied
 	if applied == nil || applied.ControlPlane == "" || applied.ControlPlane != controlPlaneDigest(&kd.Spec) ||
-		applied.Members == membersDigest(&kd.Spec) || certificatesDue(kd, now) || pendingRotation(kd) != "" {
+		applied.Members == membersDigest(&kd.Spec) || certificatesDue(kd, now) || pendingRotation(kd) != "" ||
+		restorePending(kd, now) {
 		return pipeline.InstallPlaybook
 	}
 	return pipeline.MembersPlaybook
@@ -250,8 +292,8 @@ func nextRetry(prev *kaov1.RetryStatus, generation int64, now time.Time) *kaov1.
 
 // phaseFor summarises a deployment in one word for people.
 func phaseFor(kd *kaov1.KarmadaDeployment, running bool) kaov1.Phase {
-	if p := kd.Status.Progress; p != nil && p.Check {
-		running = false // a drift check changes nothing: the phase is the last run's
+	if p := kd.Status.Progress; p != nil && (p.Check || p.Plan) {
+		running = false // a drift check or a plan changes nothing: the phase is the last run's
 	}
 	switch {
 	case !kd.DeletionTimestamp.IsZero():
@@ -274,4 +316,30 @@ func phaseFor(kd *kaov1.KarmadaDeployment, running bool) kaov1.Phase {
 		return kaov1.DegradedPhase
 	}
 	return kaov1.RunningPhase
+}
+
+// restoredAt reads kaov1.RestoredAtAnnotation; ok is false when it is unset,
+// not an RFC 3339 time, or later than now (a typo or another clock: taken
+// as it is, it would have every run start before it, and run again).
+// Those ask for nothing.
+func restoredAt(kd *kaov1.KarmadaDeployment, now time.Time) (time.Time, bool) {
+	v := kd.Annotations[kaov1.RestoredAtAnnotation]
+	if v == "" {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339, v)
+	if err != nil || at.After(now) {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
+// restorePending tells whether an EtcdRestore restored etcd after the last
+// run started: the next run must then be the install, whatever else asks
+// for it (a members-only change made while the restore held the deployment
+// would otherwise run members.yml and count as the run after the restore).
+func restorePending(kd *kaov1.KarmadaDeployment, now time.Time) bool {
+	at, ok := restoredAt(kd, now)
+	last := kd.Status.LastRun
+	return ok && last != nil && at.After(last.StartTime.Time)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/pipeline"
@@ -31,7 +32,9 @@ func TestChoosePlaybookRunsMembersOnlyForMemberChanges(t *testing.T) {
 		// applied is status.applied; certs is status.certificates.
 		applied *kaov1.AppliedSpec
 		certs   []kaov1.CertificateStatus
-		want    string
+		// restored sets kao.io/restored-at after the last run's start.
+		restored bool
+		want     string
 	}{
 		{name: "nothing applied yet", change: addMember, want: pipeline.InstallPlaybook},
 		{name: "a member added", change: addMember, applied: applied, certs: fresh, want: pipeline.MembersPlaybook},
@@ -45,12 +48,17 @@ func TestChoosePlaybookRunsMembersOnlyForMemberChanges(t *testing.T) {
 		}, applied: applied, certs: fresh, want: pipeline.InstallPlaybook},
 		{name: "a member added while a certificate is due", change: addMember, applied: applied, certs: expiring, want: pipeline.InstallPlaybook},
 		{name: "the install never recorded the control plane", change: addMember, applied: &kaov1.AppliedSpec{Members: applied.Members}, certs: fresh, want: pipeline.InstallPlaybook},
+		{name: "a member added while a restore held the deployment", change: addMember, applied: applied, certs: fresh, restored: true, want: pipeline.InstallPlaybook},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			kd := &kaov1.KarmadaDeployment{Spec: *base.DeepCopy()}
 			tc.change(&kd.Spec)
 			kd.Status.Applied, kd.Status.Certificates = tc.applied, tc.certs
+			kd.Status.LastRun = &kaov1.RunStatus{Result: kaov1.RunSucceeded, StartTime: metav1.NewTime(now.Add(-time.Hour))}
+			if tc.restored {
+				kd.Annotations = map[string]string{kaov1.RestoredAtAnnotation: now.Add(-time.Minute).Format(time.RFC3339)}
+			}
 			if got := choosePlaybook(kd, now); got != tc.want {
 				t.Errorf("choosePlaybook = %s, want %s", got, tc.want)
 			}
@@ -168,6 +176,104 @@ func TestDriftChecksComeAnIntervalAfterTheLastCheckOrRun(t *testing.T) {
 			}
 			if tc.recheckAtMost > 0 && (d.recheck <= 0 || d.recheck > tc.recheckAtMost) {
 				t.Errorf("recheck in %s, want within %s", d.recheck, tc.recheckAtMost)
+			}
+		})
+	}
+}
+
+// TestARestoreRunsTheInstallOnce proves that a restore's kao.io/restored-at
+// later than the last run's start runs the install once, with its own
+// trigger, and that once a run started after it (or while the restore still
+// holds the deployment, or with a value that is not a time) nothing runs.
+func TestARestoreRunsTheInstallOnce(t *testing.T) {
+	now := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	started := metav1.NewTime(now.Add(-time.Hour))
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		run         bool
+		trigger     runTrigger
+	}{
+		{name: "no restore"},
+		{name: "restored after the last run started",
+			annotations: map[string]string{kaov1.RestoredAtAnnotation: now.Add(-time.Minute).Format(time.RFC3339)},
+			run:         true, trigger: restoredTrigger},
+		{name: "the run after the restore started already",
+			annotations: map[string]string{kaov1.RestoredAtAnnotation: now.Add(-2 * time.Hour).Format(time.RFC3339)}},
+		{name: "restored in the second the last run started",
+			annotations: map[string]string{kaov1.RestoredAtAnnotation: started.Format(time.RFC3339)}},
+		{name: "a restore holds the deployment again",
+			annotations: map[string]string{kaov1.RestoredAtAnnotation: now.Add(-time.Minute).Format(time.RFC3339),
+				kaov1.RestoreInProgressAnnotation: "again"}},
+		{name: "not a time", annotations: map[string]string{kaov1.RestoredAtAnnotation: "yesterday"}},
+		// A time to come would have every run start before it, again and again.
+		{name: "later than now", annotations: map[string]string{kaov1.RestoredAtAnnotation: now.Add(time.Hour).Format(time.RFC3339)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kd := &kaov1.KarmadaDeployment{
+				ObjectMeta: metav1.ObjectMeta{Generation: 3, Annotations: tc.annotations},
+				Spec:       kaov1.KarmadaDeploymentSpec{Mode: kaov1.BinaryMode, Version: "v1.18.1"},
+				Status: kaov1.KarmadaDeploymentStatus{
+					LastRun: &kaov1.RunStatus{ID: "r1", Generation: 3, Result: kaov1.RunSucceeded, StartTime: started},
+				},
+			}
+			d := decideRun(kd, now, "")
+			if d.run != tc.run || d.trigger != tc.trigger || d.check {
+				t.Fatalf("decideRun = %+v, want run %v, trigger %v", d, tc.run, tc.trigger)
+			}
+		})
+	}
+}
+
+// TestAPlannedGenerationWaitsForTheAnnotationToGo proves the decisions
+// kaov1.PlanAnnotation makes: a generation no run applied is planned once
+// per value of the annotation instead of run, also after a failed run
+// (once its backoff is over), and then nothing runs until the annotation
+// is removed; a generation already applied is decided as without it.
+func TestAPlannedGenerationWaitsForTheAnnotationToGo(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	succeeded := func(gen int64) *kaov1.RunStatus {
+		return &kaov1.RunStatus{Generation: gen, Result: kaov1.RunSucceeded, StartTime: metav1.NewTime(now.Add(-time.Hour))}
+	}
+	planned := func(gen int64, req string) *kaov1.PlanStatus {
+		return &kaov1.PlanStatus{Generation: gen, Request: req, Result: kaov1.PlanPlanned}
+	}
+	tests := []struct {
+		name       string
+		annotation *string
+		last       *kaov1.RunStatus
+		plan       *kaov1.PlanStatus
+		retry      *kaov1.RetryStatus
+		run, plans bool
+		waits      bool
+	}{
+		{name: "no annotation: a new generation runs", last: succeeded(1), run: true},
+		{name: "a new generation is planned", annotation: ptr.To("true"), last: succeeded(1), run: true, plans: true},
+		{name: "the first install is planned", annotation: ptr.To("true"), run: true, plans: true},
+		{name: "a planned generation waits", annotation: ptr.To("true"), last: succeeded(1), plan: planned(2, "true")},
+		{name: "an empty value works as any", annotation: ptr.To(""), last: succeeded(1), plan: planned(2, "")},
+		{name: "a new value plans again", annotation: ptr.To("again"), last: succeeded(1), plan: planned(2, "true"), run: true, plans: true},
+		{name: "the plan of an older generation", annotation: ptr.To("true"), last: succeeded(1), plan: planned(1, "true"), run: true, plans: true},
+		{name: "a failed plan waits too, until a new value", annotation: ptr.To("true"), last: succeeded(1),
+			plan: &kaov1.PlanStatus{Generation: 2, Request: "true", Result: kaov1.PlanFailed}},
+		{name: "a failed run backs off", annotation: ptr.To("true"), last: &kaov1.RunStatus{Generation: 2, Result: kaov1.RunFailed},
+			retry: &kaov1.RetryStatus{Generation: 2, Failures: 1, NextRetryTime: pipeline.TimePtr(now.Add(time.Minute))}, waits: true},
+		{name: "then its retry is a plan", annotation: ptr.To("true"), last: &kaov1.RunStatus{Generation: 2, Result: kaov1.RunFailed},
+			retry: &kaov1.RetryStatus{Generation: 2, Failures: 1, NextRetryTime: pipeline.TimePtr(now.Add(-time.Minute))}, run: true, plans: true},
+		{name: "an applied generation is decided as without it", annotation: ptr.To("true"), last: succeeded(2), plan: planned(2, "true")},
+		{name: "the annotation removed: the planned generation runs", last: succeeded(1), plan: planned(2, "true"), run: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			kd := &kaov1.KarmadaDeployment{}
+			kd.Generation = 2
+			if tc.annotation != nil {
+				kd.Annotations = map[string]string{kaov1.PlanAnnotation: *tc.annotation}
+			}
+			kd.Status.LastRun, kd.Status.Plan, kd.Status.Retry = tc.last, tc.plan, tc.retry
+			d := decideRun(kd, now, "")
+			if d.run != tc.run || d.plan != tc.plans || (d.wait > 0) != tc.waits {
+				t.Errorf("run %v, plan %v, wait %s (%s); want run %v, plan %v, waits %v", d.run, d.plan, d.wait, d.reason, tc.run, tc.plans, tc.waits)
 			}
 		})
 	}

@@ -2,8 +2,12 @@ package karmadadeployment
 
 import (
 	"context"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,6 +84,7 @@ func (h *healthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("KarmadaDeployment", klog.KObj(kd)))
 	patcher := status.NewPatcher(h.Client, kd, deploymentStatus, true)
+	before := meta.FindStatusCondition(kd.Status.Conditions, kaov1.ControlPlaneReadyCondition).DeepCopy()
 	h.observe(ctx, kd)
 	kd.Status.Phase = phaseFor(kd, false)
 	if err := patcher.Patch(ctx); err != nil {
@@ -88,5 +93,40 @@ func (h *healthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		return ctrl.Result{}, err
 	}
+	// After the patch, so that a probe retried on a conflict tells once.
+	after := meta.FindStatusCondition(kd.Status.Conditions, kaov1.ControlPlaneReadyCondition)
+	if e, ok := availabilityEvent(before, after); ok {
+		h.Recorder.Eventf(kd, nil, e.kind, e.reason, "Probe", "%s", e.note)
+	}
 	return ctrl.Result{}, nil
+}
+
+// componentEvent is an Event about the components of a control plane.
+type componentEvent struct{ kind, reason, note string }
+
+// availabilityEvent says what Event, if any, tells an SRE that components
+// lost their last instance or got one back, from ControlPlaneReady before and
+// after a probe: a Warning when it turns ComponentsUnavailable or names other
+// components than it did (its message says what stops meanwhile), a Normal
+// Event when it leaves that reason.
+func availabilityEvent(before, after *metav1.Condition) (componentEvent, bool) {
+	if after == nil {
+		return componentEvent{}, false
+	}
+	wasDown := before != nil && before.Reason == kaov1.ComponentsUnavailableReason
+	switch {
+	case after.Reason == kaov1.ComponentsUnavailableReason && (!wasDown || missingComponents(before.Message) != missingComponents(after.Message)):
+		return componentEvent{corev1.EventTypeWarning, kaov1.ComponentsUnavailableReason, pipeline.TruncateString(after.Message, 1024)}, true
+	case wasDown && after.Reason != kaov1.ComponentsUnavailableReason:
+		return componentEvent{corev1.EventTypeNormal, "ComponentsAvailable",
+			pipeline.TruncateString("every component has an instance that answers again: "+after.Message, 1024)}, true
+	}
+	return componentEvent{}, false
+}
+
+// missingComponents is the part of a ComponentsUnavailable message that
+// names the components without an instance (setControlPlaneReady).
+func missingComponents(msg string) string {
+	names, _, _ := strings.Cut(msg, " answers on any host")
+	return names
 }

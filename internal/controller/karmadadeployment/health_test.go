@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
@@ -107,6 +109,96 @@ func TestProbesThatHangDoNotDelayInstalls(t *testing.T) {
 		controllertest.WaitFor(t, kd, time.Minute, "the probe's finding in status", func(kd *kaov1.KarmadaDeployment) bool {
 			c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.ControlPlaneReadyCondition)
 			return c != nil && c.Status == "False" && kd.Status.Phase == kaov1.DegradedPhase
+		})
+	}
+}
+
+// TestControlPlaneReadySaysWhatStopsWithoutAnInstance proves that a
+// component with no instance left on any host (the only controlPlane host
+// died) is ComponentsUnavailable, with what stops until a host runs it
+// again, and that one instance down of two is only ComponentsUnhealthy.
+func TestControlPlaneReadySaysWhatStopsWithoutAnInstance(t *testing.T) {
+	ok := func(name string) kaov1.ComponentStatus {
+		return kaov1.ComponentStatus{Name: name, Hosts: []string{"node1"}, Ready: true, Message: "1/1 ready"}
+	}
+	bad := func(name, msg string) kaov1.ComponentStatus {
+		return kaov1.ComponentStatus{Name: name, Hosts: []string{"node3"}, Message: msg}
+	}
+	onlyHostGone := []kaov1.ComponentStatus{
+		ok("karmada-apiserver"), ok("karmada-aggregated-apiserver"),
+		bad("kube-controller-manager", "lease kube-system/kube-controller-manager: not renewed since 40s"),
+		bad("karmada-controller-manager", "lease karmada-system/karmada-controller-manager: not renewed since 40s"),
+		bad("karmada-scheduler", "lease karmada-system/karmada-scheduler: not renewed since 40s"),
+		bad("karmada-webhook", "0/1 ready node3: no route to host"),
+	}
+	down := map[string]bool{"karmada-apiserver": false, "karmada-aggregated-apiserver": false, "kube-controller-manager": true,
+		"karmada-controller-manager": true, "karmada-scheduler": true, "karmada-webhook": true}
+	kd := &kaov1.KarmadaDeployment{}
+	setControlPlaneReady(kd, onlyHostGone, down)
+	c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.ControlPlaneReadyCondition)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != kaov1.ComponentsUnavailableReason {
+		t.Fatalf("ControlPlaneReady with no controller left: %+v", c)
+	}
+	for _, want := range []string{
+		"no instance of kube-controller-manager, karmada-controller-manager, karmada-scheduler, karmada-webhook answers on any host",
+		"nothing propagates to the members", "not scheduled", "refuses to create or change", "garbage collection",
+		"node3: no route to host",
+	} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("the message does not say %q: %s", want, c.Message)
+		}
+	}
+	if strings.Contains(c.Message, "does not answer") {
+		t.Errorf("the message names the API servers, which answer: %s", c.Message)
+	}
+
+	// One webhook of two down: degraded, not unavailable.
+	degraded := []kaov1.ComponentStatus{ok("karmada-apiserver"), bad("karmada-webhook", "1/2 ready node3: no route to host")}
+	kd = &kaov1.KarmadaDeployment{}
+	setControlPlaneReady(kd, degraded, map[string]bool{"karmada-webhook": false})
+	if c := meta.FindStatusCondition(kd.Status.Conditions, kaov1.ControlPlaneReadyCondition); c == nil || c.Reason != kaov1.ComponentsUnhealthyReason ||
+		strings.Contains(c.Message, "no instance") {
+		t.Errorf("ControlPlaneReady with one webhook of two down: %+v", c)
+	}
+}
+
+// TestAnEventTellsWhenComponentsLoseOrRegainTheirLastInstance proves that
+// a probe tells an SRE by an Event, once, when components lose their last
+// instance (and again when others do), and when they have one again; a
+// degraded plane or an unchanged outage tells nothing.
+func TestAnEventTellsWhenComponentsLoseOrRegainTheirLastInstance(t *testing.T) {
+	cond := func(reason, msg string) *metav1.Condition {
+		return &metav1.Condition{Type: kaov1.ControlPlaneReadyCondition, Reason: reason, Message: msg}
+	}
+	healthy := cond(kaov1.ComponentsHealthyReason, "all 6 components pass their health checks")
+	degraded := cond(kaov1.ComponentsUnhealthyReason, "1/6 components unhealthy: karmada-webhook: 1/2 ready")
+	controllers := cond(kaov1.ComponentsUnavailableReason, "no instance of karmada-scheduler, karmada-webhook answers on any host: new and changed workloads are not scheduled ... 2/6 components unhealthy: karmada-scheduler: lease not renewed since 40s")
+	controllersLater := cond(kaov1.ComponentsUnavailableReason, "no instance of karmada-scheduler, karmada-webhook answers on any host: new and changed workloads are not scheduled ... 2/6 components unhealthy: karmada-scheduler: lease not renewed since 70s")
+	everything := cond(kaov1.ComponentsUnavailableReason, "no instance of karmada-apiserver, karmada-webhook answers on any host: Karmada's API does not answer ...")
+	for _, tc := range []struct {
+		name          string
+		before, after *metav1.Condition
+		kind, reason  string
+	}{
+		{"the last instances go", healthy, controllers, "Warning", kaov1.ComponentsUnavailableReason},
+		{"first probe finds them gone", nil, controllers, "Warning", kaov1.ComponentsUnavailableReason},
+		{"from degraded to gone", degraded, controllers, "Warning", kaov1.ComponentsUnavailableReason},
+		{"more components go", controllers, everything, "Warning", kaov1.ComponentsUnavailableReason},
+		{"the same outage, probed again", controllers, controllersLater, "", ""},
+		{"they come back", controllers, healthy, "Normal", "ComponentsAvailable"},
+		{"they come back degraded", controllers, degraded, "Normal", "ComponentsAvailable"},
+		{"degraded", healthy, degraded, "", ""},
+		{"healthy again", degraded, healthy, "", ""},
+		{"no probe", controllers, nil, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, ok := availabilityEvent(tc.before, tc.after)
+			if ok != (tc.kind != "") || e.kind != tc.kind || e.reason != tc.reason {
+				t.Fatalf("got %+v (%v), want a %q Event %q", e, ok, tc.kind, tc.reason)
+			}
+			if ok && !strings.Contains(e.note, tc.after.Message) {
+				t.Errorf("the Event does not carry the condition's message: %q", e.note)
+			}
 		})
 	}
 }

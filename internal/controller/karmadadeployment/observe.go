@@ -55,7 +55,7 @@ func (r *Reconciler) observe(ctx context.Context, kd *kaov1.KarmadaDeployment) {
 	case kd.Spec.Etcd.External != nil:
 		r.observeExternalEtcd(ctx, kd)
 	}
-	cp, api, err := r.observeControlPlane(ctx, kd, bundle)
+	cp, down, api, err := r.observeControlPlane(ctx, kd, bundle)
 	r.observeMemberClusters(ctx, kd, api)
 	if err != nil {
 		msg := "cannot probe the control plane: " + err.Error()
@@ -63,7 +63,7 @@ func (r *Reconciler) observe(ctx context.Context, kd *kaov1.KarmadaDeployment) {
 		setCondition(kd, kaov1.ReadyCondition, metav1.ConditionUnknown, kaov1.ProbeFailedReason, msg)
 	} else {
 		components = append(components, cp...)
-		setControlPlaneReady(kd, cp)
+		setControlPlaneReady(kd, cp, down)
 		setReadyCondition(kd)
 	}
 	// Versions come from runs (what each host's process reports) and from
@@ -77,12 +77,34 @@ func (r *Reconciler) observe(ctx context.Context, kd *kaov1.KarmadaDeployment) {
 	}
 }
 
+// withoutInstance says, for each control-plane component, what stops while
+// no instance of it runs anywhere: what an SRE must know when the only host
+// of a role is gone, until another host runs it.
+var withoutInstance = map[string]string{
+	"karmada-apiserver":            "Karmada's API does not answer",
+	"karmada-aggregated-apiserver": "the Cluster API (karmadactl get clusters, the clusters' proxy) does not answer",
+	"karmada-webhook":              "Karmada refuses to create or change the objects its webhook checks (policies, bindings, Works, Clusters)",
+	"karmada-controller-manager":   "nothing propagates to the members, and the members' health is not updated",
+	"karmada-scheduler":            "new and changed workloads are not scheduled to members",
+	"kube-controller-manager":      "Karmada's garbage collection, namespace deletion and service-account tokens stop",
+}
+
 // setControlPlaneReady sets ControlPlaneReady from the components' probes.
-func setControlPlaneReady(kd *kaov1.KarmadaDeployment, cp []kaov1.ComponentStatus) {
-	bad := []string{}
+// down names the components no instance of which answered: then the reason
+// is ComponentsUnavailable, and the message says first what stops until a
+// host runs them again.
+func setControlPlaneReady(kd *kaov1.KarmadaDeployment, cp []kaov1.ComponentStatus, down map[string]bool) {
+	bad, gone, stops := []string{}, []string{}, []string{}
 	for _, c := range cp {
-		if !c.Ready {
-			bad = append(bad, c.Name+": "+c.Message)
+		if c.Ready {
+			continue
+		}
+		bad = append(bad, c.Name+": "+c.Message)
+		if down[c.Name] {
+			gone = append(gone, c.Name)
+			if what := withoutInstance[c.Name]; what != "" {
+				stops = append(stops, what)
+			}
 		}
 	}
 	if len(bad) == 0 {
@@ -90,8 +112,16 @@ func setControlPlaneReady(kd *kaov1.KarmadaDeployment, cp []kaov1.ComponentStatu
 			fmt.Sprintf("all %d components pass their health checks", len(cp)))
 		return
 	}
-	setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionFalse, kaov1.ComponentsUnhealthyReason,
-		pipeline.TruncateString(fmt.Sprintf("%d/%d components unhealthy: %s", len(bad), len(cp), strings.Join(bad, "; ")), 1024))
+	detail := fmt.Sprintf("%d/%d components unhealthy: %s", len(bad), len(cp), strings.Join(bad, "; "))
+	if len(gone) == 0 {
+		setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionFalse, kaov1.ComponentsUnhealthyReason,
+			pipeline.TruncateString(detail, 1024))
+		return
+	}
+	msg := fmt.Sprintf("no instance of %s answers on any host: %s, until a host with their role runs them again. %s",
+		strings.Join(gone, ", "), strings.Join(stops, "; "), detail)
+	setCondition(kd, kaov1.ControlPlaneReadyCondition, metav1.ConditionFalse, kaov1.ComponentsUnavailableReason,
+		pipeline.TruncateString(msg, 1024))
 }
 
 // setReadyCondition sums up the other conditions: the control plane and etcd
@@ -123,10 +153,10 @@ func setReadyCondition(kd *kaov1.KarmadaDeployment) {
 
 // observeControlPlane probes every Karmada component except etcd. It fails
 // only when kao's PKI cannot make a probe client.
-func (r *Reconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaDeployment, bundle pki.Bundle) ([]kaov1.ComponentStatus, probe.API, error) {
+func (r *Reconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaDeployment, bundle pki.Bundle) ([]kaov1.ComponentStatus, map[string]bool, probe.API, error) {
 	admin, err := pipeline.ClientTLS(bundle, "ca.crt", "admin-client")
 	if err != nil {
-		return nil, probe.API{}, err
+		return nil, nil, probe.API{}, err
 	}
 	apiHosts := pipeline.HostsWithRole(kd, kaov1.APIServerRole)
 	cpHosts := pipeline.HostsWithRole(kd, kaov1.ControlPlaneRole)
@@ -168,6 +198,17 @@ func (r *Reconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaD
 		{Namespace: "karmada-system", Name: "karmada-controller-manager"},
 		{Namespace: "karmada-system", Name: "karmada-scheduler"},
 	}
+	// down names the components no instance of which answered: an
+	// instance that answers unready runs, and its own message says why it
+	// is not ready. A controller whose lease was read and found expired is
+	// one: a standby on a live host would have taken the lease over within
+	// leaseGrace. A lease that could not be read tells nothing (without a
+	// ready API server, the API server's own entry says what stops).
+	down := map[string]bool{
+		apiserver.Name:  !anyAnswered(eps),
+		aggregated.Name: !anyAnswered(aggregatedEps),
+		webhook.Name:    !anyAnswered(webhookEps),
+	}
 	// The cluster-wide facts come from any API server that is ready.
 	api := probe.API{TLS: admin}
 	for _, e := range eps {
@@ -184,6 +225,7 @@ func (r *Reconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaD
 	} else {
 		for i, l := range r.karmadaProber().Leases(ctx, api, leases, r.Clock.Now()) {
 			setLeaseStatus(&controllers[i], l)
+			down[controllers[i].Name] = l.Read && !l.Held
 		}
 		if ok, msg := r.karmadaProber().APIService(ctx, api, clusterAPIService); !ok {
 			aggregated.Ready = false
@@ -200,7 +242,18 @@ func (r *Reconciler) observeControlPlane(ctx context.Context, kd *kaov1.KarmadaD
 		}
 	}
 	out := append([]kaov1.ComponentStatus{apiserver, aggregated}, append(controllers, webhook)...)
-	return append(out, r.observeAddons(ctx, kd, bundle, admin, api)...), api, nil
+	return append(out, r.observeAddons(ctx, kd, bundle, admin, api)...), down, api, nil
+}
+
+// anyAnswered tells whether any instance answered its probe, ready or not
+// (an API server whose etcd lost its quorum answers, unready: it runs).
+func anyAnswered(eps []probe.Endpoint) bool {
+	for _, e := range eps {
+		if e.Ready || e.Answered {
+			return true
+		}
+	}
+	return false
 }
 
 // observeMemberClusters reads Karmada's Cluster objects through a ready

@@ -97,7 +97,7 @@ func (r *Reconciler) observeContainerized(ctx context.Context, kd *kaov1.Karmada
 	}
 	cp = append(cp, r.observeContainerizedAddons(ctx, kd, hc, bundle, api)...)
 	r.observeMemberClusters(ctx, kd, api)
-	setControlPlaneReady(kd, cp)
+	setControlPlaneReady(kd, cp, nil) // the host cluster reschedules what is missing
 	setReadyCondition(kd)
 	kd.Status.Components = append(components, cp...)
 	kd.Status.Endpoint = endpoint

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/pipeline"
@@ -25,30 +27,18 @@ import (
 // renewal in status. A pending rotation request (kaov1.RotateCertificatesAnnotation)
 // re-issues every leaf certificate and is recorded as handled.
 func (r *Reconciler) ensurePKI(ctx context.Context, kd *kaov1.KarmadaDeployment, now time.Time) (pki.Bundle, error) {
-	secret := &corev1.Secret{}
-	key := types.NamespacedName{Namespace: kd.Namespace, Name: pipeline.PKISecretName(kd)}
-	exists := true
-	if err := r.APIReader.Get(ctx, key, secret); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("reading Secret %s: %w", key, err)
-		}
-		exists = false
-		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
-	}
-	stale, err := pipeline.OwnedByAnother(secret, kd)
+	secret, exists, stale, err := r.pkiSecret(ctx, kd)
 	if err != nil {
 		return nil, err
 	}
-	if stale {
-		// A deployment of the same name that was deleted left it (the
-		// garbage collector has not removed it yet): its certificates are
-		// not this deployment's, which starts with a PKI of its own.
-		secret.Data = nil
-	}
+	key := client.ObjectKeyFromObject(secret)
 	rotation := pendingRotation(kd)
 	hadCerts := len(secret.Data) > 0
-	req := pipeline.PKIRequest(kd)
-	req.Reissue = rotation != "" && hadCerts
+	// A Secret a user made for the deployment before its first issue (no
+	// kao label): its CAs and service-account key are kept, as after an
+	// export from a lost plane (docs/disaster-recovery.md).
+	adopting := exists && !stale && hadCerts && secret.Labels[kaov1.DeploymentUIDLabel] == ""
+	req := issueRequest(kd, hadCerts)
 	bundle, certs, changed, err := pki.Ensure(pki.Bundle(secret.Data), req, now)
 	var broken *pki.TrustRootError
 	if errors.As(err, &broken) {
@@ -57,7 +47,7 @@ func (r *Reconciler) ensurePKI(ctx context.Context, kd *kaov1.KarmadaDeployment,
 	if err != nil {
 		return nil, reason.Missing("issuing certificates from Secret %s: %v", key, err)
 	}
-	if len(changed) > 0 || !exists || stale {
+	if len(changed) > 0 || !exists || stale || adopting {
 		secret.Type = corev1.SecretTypeOpaque
 		secret.Data = bundle
 		if err := claimSecret(secret, kd, r.Client.Scheme()); err != nil {
@@ -71,9 +61,16 @@ func (r *Reconciler) ensurePKI(ctx context.Context, kd *kaov1.KarmadaDeployment,
 		if err != nil {
 			return nil, fmt.Errorf("storing certificates in Secret %s: %w", key, err)
 		}
-		sort.Strings(changed)
-		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "CertificatesIssued", "Issue",
-			"Issued %s", pipeline.TruncateString(strings.Join(changed, ", "), 900))
+		if len(changed) > 0 {
+			sort.Strings(changed)
+			r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "CertificatesIssued", "Issue",
+				"Issued %s", pipeline.TruncateString(strings.Join(changed, ", "), 900))
+		}
+	}
+	if kept := keptTrustRoots(bundle, changed); adopting && len(kept) > 0 {
+		r.Recorder.Eventf(kd, nil, corev1.EventTypeNormal, "TrustRootsAdopted", "Adopt",
+			"Secret %s existed before this deployment: kept %s from it and issued the rest under them",
+			key.Name, strings.Join(kept, ", "))
 	}
 	kd.Status.Certificates = certificateStatus(certs, key.Name)
 	renewal := &kaov1.CertificateRenewalStatus{}
@@ -99,13 +96,60 @@ func (r *Reconciler) ensurePKI(ctx context.Context, kd *kaov1.KarmadaDeployment,
 	return bundle, nil
 }
 
+// pkiSecret reads the deployment's PKI Secret: exists is false when there
+// is none (an empty Secret of its name comes back). A Secret that a deleted
+// deployment of the same name left (the garbage collector has not removed
+// it yet) is stale and comes back without data: its certificates are not
+// this deployment's, which starts with a PKI of its own.
+func (r *Reconciler) pkiSecret(ctx context.Context, kd *kaov1.KarmadaDeployment) (secret *corev1.Secret, exists, stale bool, err error) {
+	key := types.NamespacedName{Namespace: kd.Namespace, Name: pipeline.PKISecretName(kd)}
+	secret = &corev1.Secret{}
+	exists = true
+	if err := r.APIReader.Get(ctx, key, secret); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, false, false, fmt.Errorf("reading Secret %s: %w", key, err)
+		}
+		exists = false
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
+	}
+	if stale, err = pipeline.OwnedByAnother(secret, kd); err != nil {
+		return nil, false, false, err
+	}
+	if stale {
+		secret.Data = nil
+	}
+	return secret, exists, stale, nil
+}
+
+// issueRequest is what pki.Ensure is asked for: the deployment's
+// certificates, every leaf re-issued when a rotation is pending and there
+// are certificates to rotate.
+func issueRequest(kd *kaov1.KarmadaDeployment, hadCerts bool) pki.Request {
+	req := pipeline.PKIRequest(kd)
+	req.Reissue = pendingRotation(kd) != "" && hadCerts
+	return req
+}
+
+// keptTrustRoots names the CAs and the service-account key of bundle that
+// changed (as from pki.Ensure) does not name: those kept from the Secret.
+func keptTrustRoots(bundle pki.Bundle, changed []string) []string {
+	var kept []string
+	for _, name := range pki.CAs {
+		if len(bundle[pki.CertFile(name)]) > 0 && !slices.Contains(changed, name) {
+			kept = append(kept, name)
+		}
+	}
+	if len(bundle[pki.ServiceAccountKeyFile]) > 0 && !slices.Contains(changed, pki.ServiceAccount) {
+		kept = append(kept, "the service-account key")
+	}
+	return kept
+}
+
 // renewedLeaves tells whether changed (as from pki.Ensure) names a leaf
 // certificate: anything but the CAs and the service-account key.
 func renewedLeaves(changed []string) bool {
 	for _, name := range changed {
-		switch name {
-		case pki.CA, pki.FrontProxyCA, pki.EtcdCA, pki.ServiceAccount:
-		default:
+		if name != pki.ServiceAccount && !slices.Contains(pki.CAs, name) {
 			return true
 		}
 	}

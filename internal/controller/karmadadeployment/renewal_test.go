@@ -68,7 +68,7 @@ func TestCertificatesAreRenewedAheadOfExpiryWithoutAHuman(t *testing.T) {
 		}
 	}, "ok-a")
 
-	first := controllertest.WaitFor(t, kd, 60*time.Second, "the install", lastRunIs(kaov1.RunSucceeded))
+	first := controllertest.WaitFor(t, kd, runWait, "the install", lastRunIs(kaov1.RunSucceeded))
 	firstRun, firstEnd := first.Status.LastRun.ID, adminNotAfter(first)
 	r := first.Status.CertificateRenewal
 	if r == nil || r.NextRenewalTime == nil || !r.NextRenewalTime.Time.Equal(firstEnd.Add(-40*time.Second)) {
@@ -79,7 +79,7 @@ func TestCertificatesAreRenewedAheadOfExpiryWithoutAHuman(t *testing.T) {
 	}
 	before := pkiSecret(t, first)
 
-	renewed := controllertest.WaitFor(t, kd, 90*time.Second, "a second run that renewed the certificates", func(kd *kaov1.KarmadaDeployment) bool {
+	renewed := controllertest.WaitFor(t, kd, runWait, "a second run that renewed the certificates", func(kd *kaov1.KarmadaDeployment) bool {
 		return lastRunIs(kaov1.RunSucceeded)(kd) && kd.Status.LastRun.ID != firstRun && adminNotAfter(kd).After(firstEnd)
 	})
 	if renewed.Generation != first.Generation {
@@ -115,7 +115,7 @@ func TestRotateCertificatesAnnotationReissuesEveryLeafOnce(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	startOperator(t, ns, "")
 	kd := newDeploymentWith(t, ns, "rotating", func(*kaov1.KarmadaDeployment) {}, "ok-a")
-	first := controllertest.WaitFor(t, kd, 60*time.Second, "the install", lastRunIs(kaov1.RunSucceeded))
+	first := controllertest.WaitFor(t, kd, runWait, "the install", lastRunIs(kaov1.RunSucceeded))
 	before := pkiSecret(t, first)
 
 	annotate := func(key, value string) {
@@ -133,7 +133,7 @@ func TestRotateCertificatesAnnotationReissuesEveryLeafOnce(t *testing.T) {
 		}
 	}
 	annotate(kaov1.RotateCertificatesAnnotation, "2026-11-23 incident 42")
-	rotated := controllertest.WaitFor(t, kd, 60*time.Second, "a run for the rotation", func(kd *kaov1.KarmadaDeployment) bool {
+	rotated := controllertest.WaitFor(t, kd, runWait, "a run for the rotation", func(kd *kaov1.KarmadaDeployment) bool {
 		return lastRunIs(kaov1.RunSucceeded)(kd) && kd.Status.LastRun.ID != first.Status.LastRun.ID
 	})
 	if r := rotated.Status.CertificateRenewal; r == nil || r.RotationRequest != "2026-11-23 incident 42" || r.LastRenewalTime == nil {
@@ -166,7 +166,7 @@ func TestRotateCertificatesAnnotationReissuesEveryLeafOnce(t *testing.T) {
 	// A value too long for status is recorded by digest, and rotates again.
 	long := strings.Repeat("rotate-", 20)
 	annotate(kaov1.RotateCertificatesAnnotation, long)
-	again := controllertest.WaitFor(t, kd, 60*time.Second, "a run for the second rotation", func(kd *kaov1.KarmadaDeployment) bool {
+	again := controllertest.WaitFor(t, kd, runWait, "a run for the second rotation", func(kd *kaov1.KarmadaDeployment) bool {
 		return lastRunIs(kaov1.RunSucceeded)(kd) && kd.Status.LastRun.ID != rotated.Status.LastRun.ID
 	})
 	if r := again.Status.CertificateRenewal; r == nil || r.RotationRequest != rotationRequestOf(long) || !strings.HasPrefix(r.RotationRequest, "sha256:") {

@@ -93,6 +93,52 @@ func TestDeploymentWaitsWhileARestoreHoldsIt(t *testing.T) {
 	controllertest.WaitFor(t, kd, time.Minute, "a run once the restore let go", lastRunIs(kaov1.RunSucceeded))
 }
 
+// TestARestoreIsFollowedByOneInstallRun runs the KarmadaDeployment
+// reconciler on an installed deployment: the write that lets a successful
+// restore's hold go and sets kao.io/restored-at starts one install run, with
+// its Event, and no second one.
+func TestARestoreIsFollowedByOneInstallRun(t *testing.T) {
+	ns := controllertest.NewNamespace(t)
+	startOperator(t, ns, "")
+	kd := newDeployment(t, ns, "restored", false, "ok-a")
+	installed := controllertest.WaitFor(t, kd, time.Minute, "the install", lastRunIs(kaov1.RunSucceeded))
+	annotate := func(change func(map[string]string)) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			cur := controllertest.Get(t, kd)
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			change(cur.Annotations)
+			return controllertest.K8s.Update(context.Background(), cur)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotate(func(a map[string]string) { a[kaov1.RestoreInProgressAnnotation] = "restore-1" })
+	// What the EtcdRestore reconciler writes as a successful restore ends,
+	// in a later second than the install's start (times have seconds).
+	time.Sleep(1100 * time.Millisecond)
+	annotate(func(a map[string]string) {
+		delete(a, kaov1.RestoreInProgressAnnotation)
+		a[kaov1.RestoredAtAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	})
+	after := controllertest.WaitFor(t, kd, time.Minute, "an install run after the restore", func(cur *kaov1.KarmadaDeployment) bool {
+		return lastRunIs(kaov1.RunSucceeded)(cur) && cur.Status.LastRun.ID != installed.Status.LastRun.ID
+	})
+	if after.Status.LastRun.Playbook != pipeline.InstallPlaybook {
+		t.Errorf("the run after the restore ran %s, want %s", after.Status.LastRun.Playbook, pipeline.InstallPlaybook)
+	}
+	if e := waitForEvent(t, kd, "ReapplyingAfterRestore"); !strings.Contains(e.Note, kaov1.RestoredAtAnnotation) {
+		t.Errorf("the Event does not say what asked for the run: %q", e.Note)
+	}
+	time.Sleep(3 * time.Second)
+	if cur := controllertest.Get(t, kd); cur.Status.Progress != nil || cur.Status.LastRun.ID != after.Status.LastRun.ID {
+		t.Fatalf("a second run followed the restore: %+v %+v", cur.Status.Progress, cur.Status.LastRun)
+	}
+}
+
 // TestDeletionWaitsWhileARestoreHoldsTheDeployment deletes a deployment an
 // EtcdRestore holds: no uninstall starts (it would stop etcd under the
 // restore) and Ready says why, until the restore lets go; then the uninstall

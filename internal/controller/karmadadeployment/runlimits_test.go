@@ -15,12 +15,12 @@ import (
 // TestRunsBeyondTheNamespaceLimitWaitTheirTurn starts two deployments in one
 // namespace with a limit of one run per namespace: the second waits with
 // condition RunQueued while the first runs, starts when it ends (woken by
-// that end, well before the fallback recheck), and both succeed without
-// their runs overlapping.
+// that end: the fallback recheck is set far beyond the test's waits), and
+// both succeed without their runs overlapping.
 func TestRunsBeyondTheNamespaceLimitWaitTheirTurn(t *testing.T) {
 	controllertest.RequireEnv(t)
 	ns := controllertest.NewNamespace(t)
-	startOperatorWith(t, ns, "", func(o *pipeline.Options) { o.RunLimits = pipeline.RunLimits{PerNamespace: 1} })
+	startOperatorWith(t, ns, "", func(o *pipeline.Options) { o.RunLimits = pipeline.RunLimits{PerNamespace: 1, Recheck: time.Hour} })
 	first := newDeployment(t, ns, "first", false, "slow-a")
 	controllertest.WaitFor(t, first, 30*time.Second, "the first run under way", func(kd *kaov1.KarmadaDeployment) bool {
 		return kd.Status.Progress != nil
@@ -40,8 +40,8 @@ func TestRunsBeyondTheNamespaceLimitWaitTheirTurn(t *testing.T) {
 	succeeded := func(kd *kaov1.KarmadaDeployment) bool {
 		return kd.Status.LastRun != nil && kd.Status.LastRun.Result == kaov1.RunSucceeded
 	}
-	a := controllertest.WaitFor(t, first, 2*time.Minute, "the first run's success", succeeded)
-	b := controllertest.WaitFor(t, second, 20*time.Second, "the second run's success, woken by the first's end", succeeded)
+	a := controllertest.WaitFor(t, first, runWait, "the first run's success", succeeded)
+	b := controllertest.WaitFor(t, second, runWait, "the second run's success, woken by the first's end", succeeded)
 	if b.Status.LastRun.StartTime.Before(&a.Status.LastRun.EndTime) {
 		t.Errorf("the runs overlap: the second started at %s, the first ended at %s", b.Status.LastRun.StartTime, a.Status.LastRun.EndTime)
 	}

@@ -21,6 +21,12 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(controllertest.Main(m)) }
 
+// runWait bounds a wait for a playbook run to end. A run of the test
+// playbooks takes seconds on an idle machine; CI runs this package beside
+// the e2e suites on two cores, where one took over a minute, so the bound
+// only catches a run that never ends.
+const runWait = 3 * time.Minute
+
 // operator is a running manager with the KarmadaDeployment reconciler,
 // watching one namespace.
 type operator struct {

@@ -118,7 +118,7 @@ func TestUserRolesRunOnTheirGroupsBeforeAndAfterTheInstall(t *testing.T) {
 		}
 	}, "ok-a", "ok-b")
 
-	done := controllertest.WaitFor(t, kd, 60*time.Second, "a successful run", lastRunIs(kaov1.RunSucceeded))
+	done := controllertest.WaitFor(t, kd, runWait, "a successful run", lastRunIs(kaov1.RunSucceeded))
 	want := []string{"after-host_cluster", "before-member_ok-a", "before-member_ok-b"}
 	if got := markers(t, out); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("the roles ran on %v, want %v", got, want)
@@ -140,7 +140,7 @@ func TestUserRolesRunOnTheirGroupsBeforeAndAfterTheInstall(t *testing.T) {
 	if err := controllertest.K8s.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	again := controllertest.WaitFor(t, kd, 90*time.Second, "a run with the edited role", func(kd *kaov1.KarmadaDeployment) bool {
+	again := controllertest.WaitFor(t, kd, runWait, "a run with the edited role", func(kd *kaov1.KarmadaDeployment) bool {
 		return lastRunIs(kaov1.RunSucceeded)(kd) && kd.Status.LastRun.ID != done.Status.LastRun.ID
 	})
 	if again.Generation != done.Generation || again.Status.UserRolesDigest == done.Status.UserRolesDigest {
@@ -174,7 +174,7 @@ func TestFailingBeforeInstallRoleStopsTheInstall(t *testing.T) {
 		}
 	}, "ok-a", "full-b")
 
-	failed := controllertest.WaitFor(t, kd, 60*time.Second, "a failed run", lastRunIs(kaov1.RunFailed))
+	failed := controllertest.WaitFor(t, kd, runWait, "a failed run", lastRunIs(kaov1.RunFailed))
 	last := failed.Status.LastRun
 	found := false
 	for _, f := range last.FailedTasks {

@@ -30,3 +30,9 @@ const (
 // drift check runs only these: what was changed by hand is on the hosts;
 // Karmada's objects, members and addons are applied again by every run.
 const HostsTag = "hosts"
+
+// UpgradeHostsTag tags upgrade.yml's preflight and its steps on the hosts,
+// one component on one host at a time. A plan of an upgrade runs only
+// these, not the converge (install.yml) that ends the playbook: in check
+// mode nothing moved, so the converge would list every move again.
+const UpgradeHostsTag = "upgrade_hosts"

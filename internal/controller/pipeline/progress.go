@@ -139,7 +139,8 @@ func (w StatusWriter[T]) ReportProgress(ctx context.Context, obj client.Object, 
 		err := w.Update(ctx, obj, func(cur T) {
 			if progress := w.Progress(cur); *progress != nil && (*progress).RunID == spec.ID {
 				next := ProgressStatus(spec.ID, playbook, start, p, clk.Now())
-				next.Check = spec.Check
+				// What the run is (a drift check, a plan) was set when it started.
+				next.Check, next.Plan = (*progress).Check, (*progress).Plan
 				*progress = next
 			}
 		})

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,6 +28,18 @@ type RunLimits struct {
 	Total int
 	// PerNamespace counts the runs of one namespace's objects.
 	PerNamespace int
+	// Recheck is how often an object whose run waits for a slot looks for
+	// one again, should the end of another run not wake it; zero means
+	// DefaultQueuedRecheck.
+	Recheck time.Duration
+}
+
+// DefaultQueuedRecheck is RunLimits.Recheck when it is not set.
+const DefaultQueuedRecheck = 30 * time.Second
+
+// RecheckAfter is how soon a queued object looks for a slot again.
+func (l RunLimits) RecheckAfter() time.Duration {
+	return cmp.Or(l.Recheck, DefaultQueuedRecheck)
 }
 
 // ActiveRun is a playbook run in progress for one object (a deployment or

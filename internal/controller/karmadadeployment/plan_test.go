@@ -1,0 +1,95 @@
+package karmadadeployment
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/controller/controllertest"
+	"github.com/kao-io/kao/internal/runner"
+)
+
+// TestAContainerizedPlanIsRefusedAndTheAnnotationsRemovalApplies proves
+// that a plan of a Containerized deployment, which check mode on hosts
+// cannot show, is refused at once (status.plan Failed, PlaybookSucceeded
+// PlanFailed, a Warning Event), that nothing runs while the annotation
+// stays, and that removing it applies the generation. Plans of Binary
+// deployments run on real hosts in test/e2e TestBinaryUpgrade.
+func TestAContainerizedPlanIsRefusedAndTheAnnotationsRemovalApplies(t *testing.T) {
+	ns := controllertest.NewNamespace(t)
+	startOperator(t, ns, "")
+	kd := newDeploymentWith(t, ns, "planned", func(kd *kaov1.KarmadaDeployment) {
+		metav1.SetMetaDataAnnotation(&kd.ObjectMeta, kaov1.PlanAnnotation, "true")
+	}, "ok-a")
+	refused := controllertest.WaitFor(t, kd, 30*time.Second, "the refused plan", func(kd *kaov1.KarmadaDeployment) bool {
+		return kd.Status.Plan != nil
+	})
+	p := refused.Status.Plan
+	if p.Result != kaov1.PlanFailed || p.Generation != refused.Generation || p.Request != "true" ||
+		!strings.Contains(p.Message, "plans cover Binary mode") || !strings.Contains(p.Message, "Remove annotation "+kaov1.PlanAnnotation) {
+		t.Errorf("status.plan of a Containerized deployment: %+v", p)
+	}
+	if c := meta.FindStatusCondition(refused.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Reason != kaov1.PlanFailedReason {
+		t.Errorf("PlaybookSucceeded: %+v", c)
+	}
+	if e := waitForEvent(t, kd, kaov1.PlanFailedReason); e.Type != "Warning" {
+		t.Errorf("the PlanFailed Event is %s", e.Type)
+	}
+	time.Sleep(3 * time.Second)
+	if cur := controllertest.Get(t, kd); cur.Status.LastRun != nil || cur.Status.Progress != nil {
+		t.Fatalf("a run started while the generation waited for the annotation to go: %+v %+v", cur.Status.LastRun, cur.Status.Progress)
+	}
+
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := controllertest.Get(t, kd)
+		delete(cur.Annotations, kaov1.PlanAnnotation)
+		return controllertest.K8s.Update(context.Background(), cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := controllertest.WaitFor(t, kd, runWait, "the run once the annotation went", lastRunIs(kaov1.RunSucceeded))
+	if done.Status.LastRun.Generation != refused.Generation {
+		t.Errorf("the run applied generation %d, the plan was of %d", done.Status.LastRun.Generation, refused.Generation)
+	}
+}
+
+// TestPlanOfSaysWhatTheRunWouldDo proves status.plan from a plan's end: a
+// finished plan lists its items with what the spec said before the run
+// (moves, members, certificates) and sums it up in its message; one that
+// did not finish says that what the run would do is unknown.
+func TestPlanOfSaysWhatTheRunWouldDo(t *testing.T) {
+	ran := &kaov1.KarmadaDeployment{}
+	ran.Generation = 4
+	spec := runner.Spec{Playbook: "/playbooks/upgrade.yml"}
+	found := &planExtras{Request: "true", Join: []string{"edge"}, Unjoin: []string{"old"}, Certificates: []string{"karmada-apiserver-server"},
+		Upgrade: []kaov1.ComponentUpgrade{{Name: "karmada-webhook", To: "v1.18.1", Hosts: []string{"node2"}}}}
+	res := &runner.Result{ID: "run-1", Outcome: runner.Succeeded, Changes: []runner.Change{
+		{Host: "node2", Task: "Binaries", Action: "ansible.builtin.copy", Item: "/usr/local/bin/karmada-webhook"},
+		{Host: "node2", Task: "Restart", Action: "ansible.builtin.systemd", Item: "karmada-webhook", State: "restarted"},
+	}}
+	now := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	p := planOf(ran, spec, res, found, now)
+	want := "plan run-1 of generation 4: upgrade.yml would move karmada-webhook; change 1 item on node2; restart 1 service; " +
+		"join edge; unjoin old; issue 1 certificate; remove annotation kao.io/plan to apply it"
+	if p.Result != kaov1.PlanPlanned || p.Message != want || p.Playbook != "upgrade.yml" || p.Generation != 4 || p.Request != "true" ||
+		len(p.Items) != 2 || p.Items[1].Kind != kaov1.DriftRestart || !p.PlanTime.Time.Equal(now) {
+		t.Errorf("status.plan of a finished plan: %+v\nmessage %q\nwant    %q", p, p.Message, want)
+	}
+
+	nothing := planOf(ran, runner.Spec{Playbook: "install.yml"}, &runner.Result{ID: "run-2", Outcome: runner.Succeeded}, &planExtras{}, now)
+	if !strings.Contains(nothing.Message, "install.yml would change nothing on any host") {
+		t.Errorf("a plan that finds nothing says %q", nothing.Message)
+	}
+	failed := planOf(ran, spec, &runner.Result{ID: "run-3", Outcome: runner.Failed, Message: "node2 unreachable"}, found, now)
+	if failed.Result != kaov1.PlanFailed || len(failed.Items) != 0 ||
+		!strings.Contains(failed.Message, "did not finish, so what its run would do is unknown: node2 unreachable") {
+		t.Errorf("status.plan of a failed plan: %+v", failed)
+	}
+}
