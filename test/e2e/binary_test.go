@@ -300,7 +300,12 @@ func TestBinaryInstall(t *testing.T) {
 
 	// Karmada's addons, with an estimator per member, enabled by spec
 	// (addons_test.go); the certificate step's first run disables them.
-	t.Run("Addons", func(t *testing.T) { addonsBySpec(t, dc, kd, kubectl) })
+	// This step and the certificate step are each a run of the full
+	// install, in the long tier (`make check-all`).
+	t.Run("Addons", func(t *testing.T) {
+		testenv.LongStep(t)
+		addonsBySpec(t, dc, kd, kubectl)
+	})
 
 	// A changed host key is refused, never trusted: the run fails naming the host.
 	sshSecret := &corev1.Secret{}
@@ -331,8 +336,10 @@ func TestBinaryInstall(t *testing.T) {
 		t.Errorf("PlaybookSucceeded does not say a host was unreachable: %+v", c)
 	}
 	checkFailureMetrics(t, kd, beforeRefusal)
-	// known_hosts restored, the next run succeeds on every host: it is the
-	// first run of the certificate step below, which starts at once.
+	// known_hosts restored, the next run reaches every host: the first run
+	// of the certificate step below, which starts at once, or under `make
+	// check` (the step in the long tier) the deletion's run, which must
+	// remove the services from every host.
 	sshSecret.Data["known_hosts"] = knownHosts
 	if err := k8s.Update(ctx, sshSecret); err != nil {
 		t.Fatal(err)
@@ -342,7 +349,10 @@ func TestBinaryInstall(t *testing.T) {
 	// roles run around the install, while karmada-apiserver keeps answering
 	// (certificates_test.go). Its first run is the one after the host key
 	// was fixed.
-	t.Run("Certificate rotation and user roles", func(t *testing.T) { rotateCertificates(t, dc, kd, agent) })
+	t.Run("Certificate rotation and user roles", func(t *testing.T) {
+		testenv.LongStep(t)
+		rotateCertificates(t, dc, kd, agent)
+	})
 	t.Logf("the Pull member's karmada-agent was restarted %d times by the test's kubelet", agent.restarts())
 
 	// No byte of the SSH key or of any private key kao issued appears anywhere
