@@ -1045,6 +1045,17 @@ type PlanStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	Upgrade []ComponentUpgrade `json:"upgrade,omitempty"`
 
+	// notPlanned names, in words, what the run would also do that check
+	// mode cannot show and the plan therefore leaves out rather than
+	// guessing at: Karmada's objects, which every run applies again, the
+	// addons and the user roles, and for an upgrade the install that ends
+	// it.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=512
+	NotPlanned []string `json:"notPlanned,omitempty"`
+
 	// logConfigMapName is the ConfigMap holding the plan's log, kept like
 	// a run's.
 	// +optional

@@ -662,6 +662,11 @@ func planUpgrade(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, n
 	if !slices.ContainsFunc(deploymentEvents(t, kd), func(e eventsv1.Event) bool { return e.Reason == kaov1.PlannedReason }) {
 		t.Error("no Planned Event")
 	}
+	// What check mode cannot show is named, not guessed at.
+	if !slices.ContainsFunc(pl.NotPlanned, func(s string) bool { return strings.HasPrefix(s, "the install run that ends the upgrade") }) ||
+		!strings.Contains(pl.Message, "not planned: Karmada's objects, the install that ends the upgrade") {
+		t.Errorf("the plan does not say what it leaves out: %q; %s", pl.NotPlanned, pl.Message)
+	}
 
 	// Rollout order: the restarts, component after component as
 	// status.plan.upgrade lists them, each on its hosts in order, and each

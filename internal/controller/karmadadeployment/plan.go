@@ -114,9 +114,49 @@ func planOf(ran *kaov1.KarmadaDeployment, spec runner.Spec, res *runner.Result, 
 	}
 	p.Result = kaov1.PlanPlanned
 	p.Items, p.ItemsDropped = drift.PlanItems(res.Changes, res.ChangesDropped)
-	p.Message = pipeline.TruncateString(fmt.Sprintf("plan %s of generation %d: %s would %s; remove annotation %s to apply it",
-		res.ID, ran.Generation, p.Playbook, planSummary(p), kaov1.PlanAnnotation), 1024)
+	left := notPlanned(ran, p.Playbook)
+	var names []string
+	for _, u := range left {
+		names = append(names, u.name)
+		p.NotPlanned = append(p.NotPlanned, u.what)
+	}
+	notShown := ""
+	if len(names) > 0 {
+		notShown = "; not planned: " + strings.Join(names, ", ") + " (status.plan.notPlanned)"
+	}
+	p.Message = pipeline.TruncateString(fmt.Sprintf("plan %s of generation %d: %s would %s%s; remove annotation %s to apply it",
+		res.ID, ran.Generation, p.Playbook, planSummary(p), notShown, kaov1.PlanAnnotation), 1024)
 	return p
+}
+
+// unplanned is a part of a run that its plan leaves out: a short name for
+// the plan's message, and what status.plan.notPlanned says of it.
+type unplanned struct{ name, what string }
+
+// notPlanned lists what a run of playbook for kd would do beyond what its
+// plan shows. A plan runs the plays on the hosts in check mode; the rest of
+// the run is said here rather than guessed at: Karmada's objects, which
+// every run applies again, the addons, which every install converges, the
+// user roles, whose plays are the user's, and for an upgrade the install
+// that ends it. The members a run joins and unjoins are not here: they are
+// listed from the spec.
+func notPlanned(kd *kaov1.KarmadaDeployment, playbook string) []unplanned {
+	if playbook == pipeline.MembersPlaybook {
+		return nil
+	}
+	left := []unplanned{{"Karmada's objects",
+		"Karmada's objects in karmada-apiserver (the CRDs, the webhook configurations, the Cluster API's registration): every run applies them again, and check mode on the hosts does not compare them"}}
+	if playbook == pipeline.UpgradePlaybook {
+		return append(left, unplanned{"the install that ends the upgrade",
+			"the install run that ends the upgrade and converges the rest of the spec: in check mode nothing moved, so it would list every move a second time; plan other edits on their own"})
+	}
+	left = append(left, unplanned{"the addons",
+		"the addons (spec.addons): every install run installs those enabled and removes the others, on the control-plane hosts and in karmada-apiserver"})
+	if n := len(kd.Spec.Addons.UserRoles); n > 0 {
+		left = append(left, unplanned{"the user roles",
+			fmt.Sprintf("the user roles (%d in spec.addons.userRoles): their plays are your own, and kao does not run them in check mode", n)})
+	}
+	return left
 }
 
 // planSummary says in words what a planned run would do.

@@ -77,15 +77,31 @@ func TestPlanOfSaysWhatTheRunWouldDo(t *testing.T) {
 	now := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
 	p := planOf(ran, spec, res, found, now)
 	want := "plan run-1 of generation 4: upgrade.yml would move karmada-webhook; change 1 item on node2; restart 1 service; " +
-		"join edge; unjoin old; issue 1 certificate; remove annotation kao.io/plan to apply it"
+		"join edge; unjoin old; issue 1 certificate; not planned: Karmada's objects, the install that ends the upgrade (status.plan.notPlanned); " +
+		"remove annotation kao.io/plan to apply it"
 	if p.Result != kaov1.PlanPlanned || p.Message != want || p.Playbook != "upgrade.yml" || p.Generation != 4 || p.Request != "true" ||
 		len(p.Items) != 2 || p.Items[1].Kind != kaov1.DriftRestart || !p.PlanTime.Time.Equal(now) {
 		t.Errorf("status.plan of a finished plan: %+v\nmessage %q\nwant    %q", p, p.Message, want)
 	}
+	if len(p.NotPlanned) != 2 || !strings.HasPrefix(p.NotPlanned[1], "the install run that ends the upgrade") {
+		t.Errorf("an upgrade's plan does not say that the install ending it is left out: %q", p.NotPlanned)
+	}
 
 	nothing := planOf(ran, runner.Spec{Playbook: "install.yml"}, &runner.Result{ID: "run-2", Outcome: runner.Succeeded}, &planExtras{}, now)
-	if !strings.Contains(nothing.Message, "install.yml would change nothing on any host") {
+	if !strings.Contains(nothing.Message, "install.yml would change nothing on any host; not planned: Karmada's objects, the addons (status.plan.notPlanned)") {
 		t.Errorf("a plan that finds nothing says %q", nothing.Message)
+	}
+	// An install plan says it leaves the user roles out when there are
+	// some; a members.yml plan leaves nothing out (its joins are listed).
+	withRoles := ran.DeepCopy()
+	withRoles.Spec.Addons.UserRoles = []kaov1.UserRole{{Name: "motd"}, {Name: "disk"}}
+	roles := planOf(withRoles, runner.Spec{Playbook: "install.yml"}, &runner.Result{ID: "run-4", Outcome: runner.Succeeded}, &planExtras{}, now)
+	if len(roles.NotPlanned) != 3 || roles.NotPlanned[2] != "the user roles (2 in spec.addons.userRoles): their plays are your own, and kao does not run them in check mode" {
+		t.Errorf("an install plan with user roles leaves out %q", roles.NotPlanned)
+	}
+	members := planOf(ran, runner.Spec{Playbook: "members.yml"}, &runner.Result{ID: "run-5", Outcome: runner.Succeeded}, found, now)
+	if len(members.NotPlanned) != 0 || strings.Contains(members.Message, "not planned") {
+		t.Errorf("a members.yml plan leaves out %q: %s", members.NotPlanned, members.Message)
 	}
 	failed := planOf(ran, spec, &runner.Result{ID: "run-3", Outcome: runner.Failed, Message: "node2 unreachable"}, found, now)
 	if failed.Result != kaov1.PlanFailed || len(failed.Items) != 0 ||
