@@ -56,6 +56,7 @@ var expectedSeconds = map[string]int{
 	"TestEtcdScale":                          950, // 722 s alone (2026-11-28), with two members moved in one run
 	"TestControlPlaneRoles":                  900, // 785 s beside one other lane, without the runs moved to e2e
 	"TestReplaceADeadHost":                   850,
+	"TestRebuildRotatedFromABackupHost":      550, // 292 s beside TestReplaceADeadHost's 440 s, on a fast day (2026-12-02)
 	"TestBinaryUpgrade":                      720,
 	"TestInstallFaults":                      600,
 	"TestJobExecutor":                        600,
@@ -105,6 +106,7 @@ var longTier = map[string]bool{
 	"TestEtcdScale":                          true,
 	"TestControlPlaneRoles":                  true,
 	"TestReplaceADeadHost":                   true,
+	"TestRebuildRotatedFromABackupHost":      true,
 	"TestInstallFaults":                      true,
 	"TestJobExecutor":                        true,
 	"TestEtcd":                               true,

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -467,6 +468,28 @@ func kubeconfigHasCert(kubeconfig, cert []byte) bool {
 	for _, u := range cfg.AuthInfos {
 		if got, _ := pem.Decode(u.ClientCertificateData); got != nil && string(got.Bytes) == string(want.Bytes) {
 			return true
+		}
+	}
+	return false
+}
+
+// kubeconfigTrusts tells whether a cluster of the kubeconfig trusts the PEM
+// CA certificate ca: one of the certificates of its CA data.
+func kubeconfigTrusts(kubeconfig, ca []byte) bool {
+	cfg, err := clientcmd.Load(kubeconfig)
+	want, _ := pem.Decode(ca)
+	if err != nil || want == nil {
+		return false
+	}
+	for _, c := range cfg.Clusters {
+		for rest := c.CertificateAuthorityData; ; {
+			var got *pem.Block
+			if got, rest = pem.Decode(rest); got == nil {
+				break
+			}
+			if bytes.Equal(got.Bytes, want.Bytes) {
+				return true
+			}
 		}
 	}
 	return false

@@ -183,7 +183,7 @@ func TestReplaceADeadHost(t *testing.T) {
 	})
 
 	testenv.Step(t, "the whole site is lost: the plane is rebuilt on a new host from a backup", func(t *testing.T) {
-		rebuildElsewhere(t, dc, kd, nodes[4], edge)
+		rebuildElsewhere(t, dc, kd, siteLoss{site: nodes[4], name: "site2", sshSecret: "dr-ssh"}, edge)
 	})
 }
 
