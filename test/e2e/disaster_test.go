@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/internal/testenv"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/members"
@@ -58,8 +60,7 @@ func TestReplaceADeadHost(t *testing.T) {
 		kd.Spec.Hosts[i].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole}
 	}
 	kd.Spec.Hosts[2].Roles = everything
-	kd.Spec.Members = []kaov1.MemberSpec{{Name: "edge", SyncMode: kaov1.PushSyncMode,
-		KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "dr-members", Key: "edge"}}}
+	kd.Spec.Members = []kaov1.MemberSpec{edgeMember()}
 	if err := k8s.Create(ctx, kd); err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +154,36 @@ func TestReplaceADeadHost(t *testing.T) {
 		}
 	}
 
+	// Karmada's routing to the webhook and the aggregated API (kao's
+	// EndpointSlices) names the replacement and no longer the dead host,
+	// and the API servers' serving certificates name the replacement and
+	// no longer the dead host.
+	routing := testenv.MustKubectl(ctx, t, filepath.Join(env.AssetsDir, "kubectl"), kubeconfig, "get", "endpointslices", "-A",
+		"-l", "endpointslice.kubernetes.io/managed-by=kao.io",
+		"-o", `jsonpath={range .items[*]}{.metadata.name}={.endpoints[*].addresses[*]}{"\n"}{end}`)
+	routes := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(routing), "\n") {
+		name, addrs, _ := strings.Cut(line, "=")
+		routes[name] = strings.Fields(addrs)
+	}
+	for _, name := range []string{"karmada-aggregated-apiserver-hosts", "karmada-webhook-hosts"} {
+		addrs, ok := routes[name]
+		if !ok || !slices.Contains(addrs, replacement.Address) || slices.Contains(addrs, dead.Address) {
+			t.Errorf("kao's EndpointSlice %s routes to %v: want %s in it and never %s\n%s", name, addrs, replacement.Address, dead.Address, routing)
+		}
+	}
+	rebuiltPKI := readPKISecret(t, kd)
+	for _, name := range []string{pki.APIServerServer, pki.AggregatedAPIServerServer} {
+		c := parseCert(t, rebuiltPKI, name)
+		names := func(h hosts.Host) bool {
+			return slices.ContainsFunc(c.IPAddresses, func(ip net.IP) bool { return ip.String() == h.Address })
+		}
+		if !names(replacement) || names(dead) {
+			t.Errorf("%s names %v: want the replacement %s and not the dead host %s", name, c.IPAddresses, replacement.Address, dead.Address)
+		}
+		t.Logf("%s names %v after the replacement", name, c.IPAddresses)
+	}
+
 	acked, failed := w.stop()
 	t.Logf("karmada-apiserver acknowledged %d ConfigMaps; %d creates failed while a host died and was replaced", len(acked), failed)
 	w.checkNothingLost(t, acked, 20)
@@ -167,24 +198,41 @@ func TestReplaceADeadHost(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "edge") || !strings.Contains(string(out), "True") {
 		t.Errorf("karmadactl get clusters after the replacement: %v\n%s", err, out)
 	}
+	edge := propagateToEdge(t, kubeconfig, member)
+
+	testenv.Step(t, "the whole site is lost: the plane is rebuilt on a new host from a backup", func(t *testing.T) {
+		rebuildElsewhere(t, dc, kd, siteLoss{site: nodes[4], name: "site2", sshSecret: "dr-ssh"}, edge)
+	})
+}
+
+// propagateToEdge applies a Deployment and its PropagationPolicy to the
+// member edge through karmadaKubeconfig, waits for the Deployment in the
+// member, and returns the member's kubeconfig file.
+func propagateToEdge(t *testing.T, karmadaKubeconfig string, edge *members.Member) string {
+	t.Helper()
+	ctx := context.Background()
 	kubectlBin := filepath.Join(env.AssetsDir, "kubectl")
 	manifest := filepath.Join(t.TempDir(), "propagate.yaml")
 	if err := os.WriteFile(manifest, []byte(propagation("dr-apps", "edge")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	testenv.MustKubectl(ctx, t, kubectlBin, kubeconfig, "apply", "-f", manifest)
-	edge := filepath.Join(t.TempDir(), "edge.kubeconfig")
-	if err := os.WriteFile(edge, member.Kubeconfig, 0o600); err != nil {
+	testenv.MustKubectl(ctx, t, kubectlBin, karmadaKubeconfig, "apply", "-f", manifest)
+	kubeconfig := filepath.Join(t.TempDir(), "edge.kubeconfig")
+	if err := os.WriteFile(kubeconfig, edge.Kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*time.Minute, "the propagated Deployment in the member", func() bool {
-		out, err := testenv.Kubectl(ctx, kubectlBin, edge, "-n", "dr-apps", "get", "deployment", "web", "-o", "name")
+		out, err := testenv.Kubectl(ctx, kubectlBin, kubeconfig, "-n", "dr-apps", "get", "deployment", "web", "-o", "name")
 		return err == nil && strings.TrimSpace(out) == "deployment.apps/web"
 	})
+	return kubeconfig
+}
 
-	testenv.Step(t, "the whole site is lost: the plane is rebuilt on a new host from a backup", func(t *testing.T) {
-		rebuildElsewhere(t, dc, kd, siteLoss{site: nodes[4], name: "site2", sshSecret: "dr-ssh"}, edge)
-	})
+// edgeMember is the Push member edge, whose kubeconfig is in Secret
+// dr-members.
+func edgeMember() kaov1.MemberSpec {
+	return kaov1.MemberSpec{Name: "edge", SyncMode: kaov1.PushSyncMode,
+		KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "dr-members", Key: "edge"}}
 }
 
 // moveEtcdLeader makes leader lead the etcd cluster of the hosts hs, from

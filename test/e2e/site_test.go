@@ -312,8 +312,7 @@ func TestRebuildRotatedFromABackupHost(t *testing.T) {
 
 	kd := binaryDeployment(ns, "lost", "dr-ssh", []hosts.Host{plane})
 	kd.Spec.Hosts[0].Roles = []kaov1.HostRole{kaov1.EtcdRole, kaov1.APIServerRole, kaov1.ControlPlaneRole}
-	kd.Spec.Members = []kaov1.MemberSpec{{Name: "edge", SyncMode: kaov1.PushSyncMode,
-		KubeconfigSecretRef: kaov1.SecretKeyReference{Name: "dr-members", Key: "edge"}}}
+	kd.Spec.Members = []kaov1.MemberSpec{edgeMember()}
 	if err := k8s.Create(ctx, kd); err != nil {
 		t.Fatal(err)
 	}
@@ -322,20 +321,7 @@ func TestRebuildRotatedFromABackupHost(t *testing.T) {
 	}
 	installed := waitForCondition(t, kd, kaov1.MembersReadyCondition, metav1.ConditionTrue, kaov1.AllMembersReadyReason, 3*time.Minute)
 
-	kubectlBin := filepath.Join(env.AssetsDir, "kubectl")
-	manifest := filepath.Join(t.TempDir(), "propagate.yaml")
-	if err := os.WriteFile(manifest, []byte(propagation("dr-apps", "edge")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	testenv.MustKubectl(ctx, t, kubectlBin, writeKarmadaKubeconfig(t, installed), "apply", "-f", manifest)
-	edge := filepath.Join(t.TempDir(), "edge.kubeconfig")
-	if err := os.WriteFile(edge, member.Kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 3*time.Minute, "the propagated Deployment in the member", func() bool {
-		out, err := testenv.Kubectl(ctx, kubectlBin, edge, "-n", "dr-apps", "get", "deployment", "web", "-o", "name")
-		return err == nil && strings.TrimSpace(out) == "deployment.apps/web"
-	})
+	edge := propagateToEdge(t, writeKarmadaKubeconfig(t, installed), member)
 
 	rebuildElsewhere(t, dc, kd, siteLoss{site: site, name: "rotated", sshSecret: "dr-ssh", backupHost: &backupHost, rotate: true}, edge)
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	bundle "github.com/kao-io/kao/internal/artifacts"
+	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/readiness"
 )
@@ -69,7 +71,11 @@ var kaoServices = map[string]string{
 //     Event, and nothing runs;
 //  5. back on v1.18.1 with drift checks every minute and autoRepair, a
 //     unit edited, a service stopped and a certificate changed by hand are
-//     found, exactly those, and repaired (drift_test.go).
+//     found, exactly those, and repaired (drift_test.go);
+//  6. adding a fourth host with karmada-apiserver is planned: the plan
+//     lists the new host's program and unit and the certificate that must
+//     name it, and changes no file on any host, no service and not the
+//     PKI Secret; taken back, the unchanged spec runs.
 //
 // From before step 2 to the end of step 3 a prober sends, every 250 ms,
 // requests through the deployment's endpoint (node1's karmada-apiserver,
@@ -89,11 +95,12 @@ var kaoServices = map[string]string{
 func TestBinaryUpgrade(t *testing.T) {
 	longTest(t) // see the package doc: long tests share the machine's test lanes, longest first
 	testStart := time.Now()
-	dc := hosts.Start(t, 3)
+	dc := hosts.Start(t, 4)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	stateDir := startOperator(t, ns)
-	nodes := dc.Hosts()
+	// The fourth host stays empty until a host addition is planned, last.
+	nodes, spare := dc.Hosts()[:3], dc.Hosts()[3]
 	createSSHSecret(t, ns, "up-ssh", dc)
 
 	kd := binaryDeployment(ns, "up", "up-ssh", nodes)
@@ -270,6 +277,10 @@ func TestBinaryUpgrade(t *testing.T) {
 	// 5. Back to the version that runs, with drift checks: what is changed
 	// by hand is found and repaired (drift_test.go).
 	t.Run("Drift check and repair", func(t *testing.T) { driftCheckAndRepair(t, dc, kd, upgradeTo) })
+
+	// 6. Adding a host is planned: what the new host would get, the
+	// certificates issued for it (in memory only), and nothing changed.
+	t.Run("Plan a host addition", func(t *testing.T) { planHostAddition(t, dc, kd, nodes, spare) })
 	t.Logf("TestBinaryUpgrade took %s", time.Since(testStart).Round(time.Second))
 }
 
@@ -698,8 +709,24 @@ func planUpgrade(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, n
 		t.Errorf("the plan moves karmada-scheduler, which runs %s already: %+v", upgradeTo, pl.Upgrade)
 	}
 
-	// Nothing changed.
-	if after := hostFiles(t, dc, nodes); !maps.Equal(after, sums) {
+	checkPlanChangedNothing(t, dc, nodes, nodes, sums, pids)
+	if planned.Status.LastRun.ID != was.Status.LastRun.ID || planned.Status.Version != was.Status.Version {
+		t.Errorf("the plan changed status.lastRun (%s, was %s) or status.version (%s, was %s)",
+			planned.Status.LastRun.ID, was.Status.LastRun.ID, planned.Status.Version, was.Status.Version)
+	}
+	// And nothing runs while the annotation stays.
+	time.Sleep(5 * time.Second)
+	if cur := get(t, kd); cur.Status.Progress != nil || cur.Status.LastRun.ID != was.Status.LastRun.ID {
+		t.Fatalf("a run started while the generation was planned: %+v", cur.Status.Progress)
+	}
+}
+
+// checkPlanChangedNothing checks that every file a run could write on the
+// hosts hs is as sums recorded it before a plan, and that no service of
+// the hosts running ran restarted (pids, recorded with it).
+func checkPlanChangedNothing(t *testing.T, dc *hosts.Cluster, hs, running []hosts.Host, sums, pids map[string]string) {
+	t.Helper()
+	if after := hostFiles(t, dc, hs); !maps.Equal(after, sums) {
 		for k, v := range after {
 			if sums[k] != v {
 				t.Errorf("the plan changed %s: %q, was %q", k, v, sums[k])
@@ -711,19 +738,73 @@ func planUpgrade(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, n
 			}
 		}
 	}
-	for key, pid := range servicePIDs(t, dc, nodes) {
+	for key, pid := range servicePIDs(t, dc, running) {
 		if pid != pids[key] {
 			t.Errorf("%s restarted during the plan (PID %s, then %s)", key, pids[key], pid)
 		}
 	}
-	if planned.Status.LastRun.ID != was.Status.LastRun.ID || planned.Status.Version != was.Status.Version {
-		t.Errorf("the plan changed status.lastRun (%s, was %s) or status.version (%s, was %s)",
-			planned.Status.LastRun.ID, was.Status.LastRun.ID, planned.Status.Version, was.Status.Version)
+}
+
+// planHostAddition plans adding the empty host added, with
+// karmada-apiserver, to the running plane of nodes: the plan must be
+// install.yml's, list on the new host the program and unit of
+// karmada-apiserver, list the serving certificate that must now name it
+// among those it would issue, say what it leaves out, and change nothing:
+// no file on any host, the new one included, no service restarted, the PKI
+// Secret as it was (the plan's certificates live in memory), status.lastRun
+// the last applied run's. The addition is then taken back with the
+// annotation, and the run of the unchanged spec succeeds.
+func planHostAddition(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployment, nodes []hosts.Host, added hosts.Host) {
+	all := append(slices.Clone(nodes), added)
+	sums, pids := hostFiles(t, dc, all), servicePIDs(t, dc, nodes)
+	secretBefore := readPKISecret(t, kd)
+	was := get(t, kd)
+	changeDeployment(t, kd, func(cur *kaov1.KarmadaDeployment) {
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, kaov1.PlanAnnotation, "add-"+added.Name)
+		cur.Spec.Hosts = append(cur.Spec.Hosts, kaov1.Host{Name: added.Name, Address: added.Address, Port: int32(added.Port),
+			User: added.User, Roles: []kaov1.HostRole{kaov1.APIServerRole}})
+	})
+	var planned *kaov1.KarmadaDeployment
+	waitFor(t, runWait, "the plan of the host addition", func() bool {
+		planned = get(t, kd)
+		pl := planned.Status.Plan
+		return pl != nil && pl.Generation == planned.Generation && pl.Request == "add-"+added.Name && planned.Status.Progress == nil
+	})
+	pl := planned.Status.Plan
+	t.Logf("plan: %s", pl.Message)
+	if pl.Result != kaov1.PlanPlanned || pl.Playbook != "install.yml" {
+		t.Fatalf("the plan of the host addition: %s with %s: %s", pl.Result, pl.Playbook, pl.Message)
 	}
-	// And nothing runs while the annotation stays.
-	time.Sleep(5 * time.Second)
-	if cur := get(t, kd); cur.Status.Progress != nil || cur.Status.LastRun.ID != was.Status.LastRun.ID {
-		t.Fatalf("a run started while the generation was planned: %+v", cur.Status.Progress)
+	onNew := map[kaov1.DriftKind]int{}
+	for _, it := range pl.Items {
+		if it.Host == added.Name && strings.Contains(it.Item, "karmada-apiserver") {
+			onNew[it.Kind]++
+		}
+	}
+	if onNew[kaov1.DriftUnit] == 0 || onNew[kaov1.DriftBinary] == 0 {
+		t.Errorf("the plan lists no karmada-apiserver unit or program on %s: %+v", added.Name, pl.Items)
+	}
+	if !slices.Contains(pl.Certificates, pki.APIServerServer) {
+		t.Errorf("the plan would not issue %s, which must now name %s: %v", pki.APIServerServer, added.Name, pl.Certificates)
+	}
+	if !slices.ContainsFunc(pl.NotPlanned, func(s string) bool { return strings.HasPrefix(s, "Karmada's objects") }) {
+		t.Errorf("the plan does not say it leaves Karmada's objects out: %q", pl.NotPlanned)
+	}
+	checkPlanChangedNothing(t, dc, all, nodes, sums, pids)
+	if after := readPKISecret(t, kd); !maps.EqualFunc(after, secretBefore, bytes.Equal) {
+		t.Error("the plan changed the PKI Secret: its certificates must stay in memory")
+	}
+	if planned.Status.LastRun.ID != was.Status.LastRun.ID {
+		t.Errorf("the plan changed status.lastRun: %s, was %s", planned.Status.LastRun.ID, was.Status.LastRun.ID)
+	}
+
+	// Taken back: the spec as applied, the annotation gone.
+	changeDeployment(t, kd, func(cur *kaov1.KarmadaDeployment) {
+		delete(cur.Annotations, kaov1.PlanAnnotation)
+		cur.Spec.Hosts = slices.DeleteFunc(cur.Spec.Hosts, func(h kaov1.Host) bool { return h.Name == added.Name })
+	})
+	if done := waitForNextRun(t, kd, was.Status.LastRun.ID); done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Errorf("the run of the spec without the addition failed: %+v", done.Status.LastRun)
 	}
 }
 
