@@ -78,9 +78,9 @@ const LongTierEnv = "KAO_LONG_TESTS"
 // check` (CI, the README's test command) leaves to `make check-all`. On the
 // 2-core machine CI uses, every heavy test together took 80 to 100 minutes
 // of lanes beside the unit packages and lint, over CI's limit, so nothing
-// landed; on 2026-12-02 CI ran out of its 90 minutes again with the tier
-// below less TestOperatorInCluster, TestBinaryInstall and TestChurn, its
-// tests taking about twice their rank. `make check` keeps one real-parts
+// landed; on 2026-12-02 CI ran out of its 90 minutes again with the
+// upgrade, Containerized and image tests still in `make check`, its tests
+// taking two to four times their rank. `make check` keeps one real-parts
 // test of each way kao is run:
 //   - TestOperatorInCluster: the image, installed with helm into a real
 //     node, installs Binary on an SSH host from its pod, survives its pod's
@@ -93,9 +93,9 @@ const LongTierEnv = "KAO_LONG_TESTS"
 //   - TestComponentImages and TestExternalEtcd, the short ones.
 //
 // The long tier holds the scenarios that repeat an install to prove one
-// more path: the upgrade with its plan and drift check, Containerized on a
-// real node from the envtest side, etcd scaling and quorum loss, a dead
-// host and a lost site, faults mid-run, the Job executor, the roles one by
+// more path: the upgrade with its plans and drift check, Containerized on a
+// real node with its upgrades and addons, etcd scaling and quorum loss, a
+// dead host and a lost site (both ways of rebuilding), faults mid-run, the Job executor, the roles one by
 // one, the image's reproducibility, and TestBinaryInstall's addon and
 // certificate steps (each a run of the full install). A step is named as
 // t.Name() gives it (spaces as underscores) and skips by LongStep.
