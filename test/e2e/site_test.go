@@ -272,7 +272,7 @@ func checkOldTrustRefused(t *testing.T, kd *kaov1.KarmadaDeployment, old, cur pk
 		t.Error("the rotated plane's karmada-apiserver certificate verifies under the old plane's CA")
 	}
 	newCred, newRoots := proberCredential(t, cur)
-	get := func(cred tls.Certificate) int {
+	statusOf := func(cred tls.Certificate) int {
 		t.Helper()
 		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cred}, RootCAs: newRoots, MinVersion: tls.VersionTLS12}}}
@@ -283,10 +283,10 @@ func checkOldTrustRefused(t *testing.T, kd *kaov1.KarmadaDeployment, old, cur pk
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}
-	if code := get(oldCred); code != http.StatusUnauthorized {
+	if code := statusOf(oldCred); code != http.StatusUnauthorized {
 		t.Errorf("a client certificate of the old plane's CA got %d from the rotated plane, want 401", code)
 	}
-	if code := get(newCred); code != http.StatusOK {
+	if code := statusOf(newCred); code != http.StatusOK {
 		t.Errorf("a client certificate of the rotated plane's CA got %d, want 200", code)
 	}
 }
