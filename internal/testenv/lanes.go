@@ -124,8 +124,15 @@ func LongTier() bool { return os.Getenv(LongTierEnv) == "1" }
 // in the long tier and the run does not include that tier.
 func LongStep(t *testing.T) {
 	t.Helper()
+	skipOutsideItsTier(t, "this step")
+}
+
+// skipOutsideItsTier skips t, called what in the message, when t is in the
+// long tier and the run does not include that tier.
+func skipOutsideItsTier(t *testing.T, what string) {
+	t.Helper()
 	if longTier[t.Name()] && !LongTier() {
-		t.Skipf("this step is in the long tier: it runs under `make check-all` (%s=1), not `make check`", LongTierEnv)
+		t.Skipf("%s is in the long tier: it runs under `make check-all` (%s=1), not `make check`", what, LongTierEnv)
 	}
 }
 
@@ -153,9 +160,7 @@ var laneSeq atomic.Int64
 // A test of the long tier skips instead unless the run includes that tier
 // (LongTier).
 func Lane(t *testing.T) {
-	if longTier[t.Name()] && !LongTier() {
-		t.Skipf("%s is in the long tier: it runs under `make check-all` (%s=1), not `make check`", t.Name(), LongTierEnv)
-	}
+	skipOutsideItsTier(t, t.Name())
 	t.Parallel()
 	g := &laneGate{dir: laneDir(), lanes: LaneCount(), settle: laneSettle(), poll: 250 * time.Millisecond}
 	start := time.Now()
