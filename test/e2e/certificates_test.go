@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
+	"github.com/kao-io/kao/internal/kubeconfig"
 	"github.com/kao-io/kao/internal/pki"
 	"github.com/kao-io/kao/test/hosts"
 	"github.com/kao-io/kao/test/readiness"
@@ -473,26 +474,26 @@ func kubeconfigHasCert(kubeconfig, cert []byte) bool {
 	return false
 }
 
-// kubeconfigTrusts tells whether a cluster of the kubeconfig trusts the PEM
-// CA certificate ca: one of the certificates of its CA data.
-func kubeconfigTrusts(kubeconfig, ca []byte) bool {
-	cfg, err := clientcmd.Load(kubeconfig)
+// kubeconfigTrusts tells whether a kubeconfig kao wrote trusts the PEM CA
+// certificate ca: one of the certificates of its cluster's CA data. It is
+// read as kao reads any kubeconfig (internal/kubeconfig.Minimize), so one
+// that is not minimal (a credential plugin, a file, a proxy) trusts
+// nothing here.
+func kubeconfigTrusts(data, ca []byte) bool {
+	m, err := kubeconfig.Minimize(data, "")
 	want, _ := pem.Decode(ca)
 	if err != nil || want == nil {
 		return false
 	}
-	for _, c := range cfg.Clusters {
-		for rest := c.CertificateAuthorityData; ; {
-			var got *pem.Block
-			if got, rest = pem.Decode(rest); got == nil {
-				break
-			}
-			if bytes.Equal(got.Bytes, want.Bytes) {
-				return true
-			}
+	for rest := m.Config.Clusters[kubeconfig.ClusterName].CertificateAuthorityData; ; {
+		var got *pem.Block
+		if got, rest = pem.Decode(rest); got == nil {
+			return false
+		}
+		if bytes.Equal(got.Bytes, want.Bytes) {
+			return true
 		}
 	}
-	return false
 }
 
 // waitFor polls ok until it holds or the timeout passes.
