@@ -13,6 +13,10 @@ import (
 // unified diff of a file's content come with it. A result the task hides
 // (no_log) gives its task and nothing else.
 type Change struct {
+	// Host is the host the task changed: the host it ran for, or the one it
+	// was delegated to (a role's one-host-at-a-time restart runs once and
+	// is delegated to each host in turn). A task delegated to the
+	// controller (localhost) counts for the host it ran for.
 	Host string
 	Task string
 	// Role is the role the task belongs to; empty for a play's own task.
@@ -52,6 +56,9 @@ var secretMarkers = []string{"PRIVATE KEY", "client-key-data", "token:", "passwo
 // changeDetail is what one changed result (or loop item) says, before the
 // host and task are added. The relay carries these, already redacted.
 type changeDetail struct {
+	// Host is the inventory host a delegated task changed; empty when it
+	// is the result's own host, or the controller.
+	Host   string `json:"host,omitempty"`
 	Action string `json:"action,omitempty"`
 	Item   string `json:"item,omitempty"`
 	Diff   string `json:"diff,omitempty"`
@@ -77,6 +84,9 @@ type changedResult struct {
 		ModuleArgs map[string]json.RawMessage `json:"module_args"`
 	} `json:"invocation"`
 	Results []changedResult `json:"results"`
+	// DelegatedTo is the inventory host a delegated result (or loop item)
+	// ran on: kao's stdout callback (plugins/callback/kao_jsonl.py) adds it.
+	DelegatedTo string `json:"kao_delegated_to"`
 	// Relayed are the details a relayed result carries instead of the above.
 	Relayed []changeDetail `json:"kao_changes"`
 }
@@ -96,7 +106,7 @@ func changesOf(raw json.RawMessage, redact *Redactor) []changeDetail {
 	}
 	action := res.Action
 	if res.NoLog || res.Censored != "" {
-		return []changeDetail{{Action: action, Hidden: true}}
+		return []changeDetail{{Host: delegatedHost(&res, nil, redact), Action: action, Hidden: true}}
 	}
 	out := []changeDetail{}
 	for i := range res.Results {
@@ -105,7 +115,7 @@ func changesOf(raw json.RawMessage, redact *Redactor) []changeDetail {
 			continue
 		}
 		if r.NoLog || r.Censored != "" {
-			out = append(out, changeDetail{Action: action, Hidden: true})
+			out = append(out, changeDetail{Host: delegatedHost(r, &res, redact), Action: action, Hidden: true})
 			continue
 		}
 		out = append(out, detailsOf(r, &res, action, redact)...)
@@ -121,8 +131,9 @@ func changesOf(raw json.RawMessage, redact *Redactor) []changeDetail {
 // the result as a whole.
 func detailsOf(r, loop *changedResult, action string, redact *Redactor) []changeDetail {
 	state := stateOf(r, loop)
+	host := delegatedHost(r, loop, redact)
 	if len(r.ChangedPaths) == 0 {
-		return []changeDetail{{Action: action, Item: redact.Clean(itemOf(r), maxItemBytes), Diff: renderDiff(r.Diff, redact), State: state}}
+		return []changeDetail{{Host: host, Action: action, Item: redact.Clean(itemOf(r), maxItemBytes), Diff: renderDiff(r.Diff, redact), State: state}}
 	}
 	var entries []json.RawMessage
 	if json.Unmarshal(r.Diff, &entries) != nil {
@@ -147,9 +158,27 @@ func detailsOf(r, loop *changedResult, action string, redact *Redactor) []change
 				diff = renderDiff(raw, redact)
 			}
 		}
-		out = append(out, changeDetail{Action: action, Item: redact.Clean(p, maxItemBytes), Diff: diff, State: state})
+		out = append(out, changeDetail{Host: host, Action: action, Item: redact.Clean(p, maxItemBytes), Diff: diff, State: state})
 	}
 	return out
+}
+
+// delegatedHost is the inventory host a delegated result (or loop item, or
+// the loop it belongs to) changed; "" for a task not delegated, or
+// delegated to the controller, whose changes count for the host the task
+// ran for (a certificate issued for it, say).
+func delegatedHost(r, loop *changedResult, redact *Redactor) string {
+	host := ""
+	for _, res := range []*changedResult{loop, r} {
+		if res != nil && res.DelegatedTo != "" {
+			host = res.DelegatedTo
+		}
+	}
+	switch host {
+	case "localhost", "127.0.0.1", "::1":
+		return ""
+	}
+	return redact.Clean(host, maxItemBytes)
 }
 
 // stateOf is the state a result's task asked for (see Change.State): its

@@ -234,3 +234,50 @@ func TestChangesOfManyFilesAtOnce(t *testing.T) {
 		t.Errorf("a check run after the real run lists changes: %+v", again.Changes)
 	}
 }
+
+// TestADelegatedChangeIsTheDelegatedHosts runs tasks delegated to other
+// hosts in check mode, directly and relayed: a change is the host's the
+// task was delegated to (a restart run once and delegated to each host in
+// turn is each host's, hidden or not), and a change a host's task made on
+// the controller is that host's.
+func TestADelegatedChangeIsTheDelegatedHosts(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "s3cr3t-delegated-0123456789"
+	var relayed bytes.Buffer
+	spec := newSpec(t, "delegated.yml")
+	spec.Relay = &relayed
+	plan := runWithDiffs(t, spec, true, dir, secret)
+	followed, ended, err := Follow(Spec{ID: "test", Dir: filepath.Join(t.TempDir(), "followed"), Playbook: "delegated.yml"}, time.Now(), &relayed)
+	if err != nil || !ended {
+		t.Fatalf("following the relayed run: %v %v", err, ended)
+	}
+	want := map[string]string{
+		filepath.Join(dir, "h2.restarted"): "h2",
+		filepath.Join(dir, "h1.restarted"): "h1",
+		"hidden:":                          "h2",
+		filepath.Join(dir, "h1.issued"):    "h1",
+		filepath.Join(dir, "h2.issued"):    "h2",
+	}
+	for name, res := range map[string]*Result{"the run": plan, "the relayed run": followed} {
+		t.Logf("changes of %s: %+v", name, res.Changes)
+		got := map[string]string{}
+		for _, c := range res.Changes {
+			key := c.Item
+			if c.Hidden {
+				key = "hidden:"
+			}
+			got[key] = c.Host
+		}
+		if len(got) != len(want) || len(res.Changes) != len(want) {
+			t.Errorf("%s: %d changes, want %d", name, len(res.Changes), len(want))
+		}
+		for item, host := range want {
+			if got[item] != host {
+				t.Errorf("%s: the change of %s is %q's, want %s's", name, item, got[item], host)
+			}
+		}
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Errorf("the check run wrote %d files", len(names))
+	}
+}

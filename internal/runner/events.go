@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// Event names written by the ansible.posix.jsonl stdout callback.
+// Event names written by the ansible.posix.jsonl stdout callback (kao_jsonl
+// writes its stream).
 const (
 	eventPlayStart        = "v2_playbook_on_play_start"
 	eventTaskStart        = "v2_playbook_on_task_start"
@@ -209,7 +210,11 @@ func (t *tracker) recordResult(ts time.Time, event, host, task, role string, raw
 					t.dropped++
 					continue
 				}
-				t.changes = append(t.changes, Change{Host: host, Task: t.redact.Clean(task, 256), Role: role,
+				changed := host
+				if d.Host != "" {
+					changed = d.Host
+				}
+				t.changes = append(t.changes, Change{Host: changed, Task: t.redact.Clean(task, 256), Role: role,
 					Action: d.Action, Item: d.Item, Diff: d.Diff, Hidden: d.Hidden, State: d.State})
 			}
 		}

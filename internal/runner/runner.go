@@ -1,6 +1,7 @@
 // Package runner runs ansible-playbook for kao: one private run directory per
 // run, extra vars and secrets in 0600 files (never on the command line), an
 // ansible.cfg with host key checking on, the ansible.posix.jsonl event stream
+// (through kao_jsonl, which adds the host a delegated result ran on)
 // read line by line into live progress and per-host results, and the whole
 // process group killed on cancel or timeout.
 package runner
@@ -460,8 +461,10 @@ func prepare(spec *Spec) (_ *runDir, err error) {
 			return nil, err
 		}
 	}
-	if err := writePrivate(filepath.Join(spec.Dir, pluginsDir, "callback", jinjaCachePlugin), jinjaCacheSource); err != nil {
-		return nil, err
+	for name, source := range map[string][]byte{jinjaCachePlugin: jinjaCacheSource, eventsPlugin: eventsSource} {
+		if err := writePrivate(filepath.Join(spec.Dir, pluginsDir, "callback", name), source); err != nil {
+			return nil, err
+		}
 	}
 	d.env = []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -471,7 +474,7 @@ func prepare(spec *Spec) (_ *runDir, err error) {
 		"LC_ALL=C.UTF-8",
 		"PYTHONUNBUFFERED=1", // events must arrive as they happen, not in 8 KiB blocks
 		"ANSIBLE_CONFIG=" + filepath.Join(spec.Dir, "ansible.cfg"),
-		"ANSIBLE_STDOUT_CALLBACK=ansible.posix.jsonl",
+		"ANSIBLE_STDOUT_CALLBACK=" + eventsCallback,
 		"ANSIBLE_NOCOLOR=1",
 		"ANSIBLE_FORCE_COLOR=0",
 		JinjaCacheEnv + "=" + filepath.Join(spec.Dir, JinjaCacheDir),

@@ -73,9 +73,10 @@ var kaoServices = map[string]string{
 //     unit edited, a service stopped and a certificate changed by hand are
 //     found, exactly those, and repaired (drift_test.go);
 //  6. adding a fourth host with karmada-apiserver is planned: the plan
-//     lists the new host's program and unit and the certificate that must
-//     name it, and changes no file on any host, no service and not the
-//     PKI Secret; taken back, the unchanged spec runs.
+//     lists the new host's program and unit, the certificate that must
+//     name it, and the restart of every running karmada-apiserver, each on
+//     its own host in spec order, and changes no file on any host, no
+//     service and not the PKI Secret; taken back, the unchanged spec runs.
 //
 // From before step 2 to the end of step 3 a prober sends, every 250 ms,
 // requests through the deployment's endpoint (node1's karmada-apiserver,
@@ -749,7 +750,8 @@ func checkPlanChangedNothing(t *testing.T, dc *hosts.Cluster, hs, running []host
 // karmada-apiserver, to the running plane of nodes: the plan must be
 // install.yml's, list on the new host the program, unit, certificate and
 // start of karmada-apiserver, list the serving certificate that must now name it
-// among those it would issue, say what it leaves out, and change nothing:
+// among those it would issue and the restart it causes on each running API
+// server, on that host, in spec order, say what it leaves out, and change nothing:
 // no file on any host, the new one included, no service restarted, the PKI
 // Secret as it was (the plan's certificates live in memory), status.lastRun
 // the last applied run's. The addition is then taken back with the
@@ -790,6 +792,29 @@ func planHostAddition(t *testing.T, dc *hosts.Cluster, kd *kaov1.KarmadaDeployme
 	}
 	if len(want) > 0 {
 		t.Errorf("the plan lacks, on %s, %v: %+v", added.Name, want, pl.Items)
+	}
+	// The serving certificate every running API server has must name the
+	// new host too: each of them restarts, one at a time in spec order,
+	// after its new certificate. Each restart is its own host's, though a
+	// role's restarts run once and are delegated to each host in turn.
+	var restarts, wantRestarts []string
+	certAt := map[string]int{}
+	for i, it := range pl.Items {
+		switch {
+		case it.Kind == kaov1.DriftCertificate && it.Item == "/etc/karmada/pki/karmada-apiserver-server.crt":
+			certAt[it.Host] = i
+		case it.Kind == kaov1.DriftRestart && it.Item == "karmada-apiserver.service":
+			restarts = append(restarts, it.Host)
+			if at, ok := certAt[it.Host]; !ok || at > i {
+				t.Errorf("the plan restarts karmada-apiserver on %s without, or before, its new certificate", it.Host)
+			}
+		}
+	}
+	for _, n := range nodes {
+		wantRestarts = append(wantRestarts, n.Name)
+	}
+	if !slices.Equal(restarts, wantRestarts) {
+		t.Errorf("the plan restarts karmada-apiserver on %v, want %v (each running one, in spec order)", restarts, wantRestarts)
 	}
 	if !slices.Contains(pl.Certificates, pki.APIServerServer) {
 		t.Errorf("the plan would not issue %s, which must now name %s: %v", pki.APIServerServer, added.Name, pl.Certificates)
