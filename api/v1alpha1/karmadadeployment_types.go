@@ -1080,7 +1080,7 @@ const (
 
 // DriftKind classifies what a run would change: a drifted item, or an
 // item of a plan.
-// +kubebuilder:validation:Enum=Unit;File;Certificate;Binary;Service;Restart;Other
+// +kubebuilder:validation:Enum=Unit;File;Certificate;Binary;Service;Restart;Object;Other
 type DriftKind string
 
 // Kinds of drift.
@@ -1097,6 +1097,11 @@ const (
 	DriftBinary DriftKind = "Binary"
 	// DriftService is a service that is stopped or not enabled.
 	DriftService DriftKind = "Service"
+	// DriftObject is an object in a Kubernetes API (a Containerized
+	// plane's workloads in its host cluster) that an apply would change,
+	// create or delete: its item is "Kind namespace/name", its diff the
+	// fields that differ (never a Secret's data).
+	DriftObject DriftKind = "Object"
 	// DriftOther is any other change a run would make.
 	DriftOther DriftKind = "Other"
 	// DriftRestart is a service a run would restart because of another

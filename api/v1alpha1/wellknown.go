@@ -15,9 +15,10 @@ const RotateCertificatesAnnotation = "kao.io/rotate-certificates"
 
 // PlanAnnotation set on a KarmadaDeployment (to any value, such as "true")
 // makes kao plan each generation of its spec instead of applying it: the
-// plays of the run that generation asks for run on the hosts in Ansible's
-// check mode, and status.plan says what the run would change, restart,
-// join, unjoin and issue; nothing changes anywhere. Remove the annotation to
+// plays of the run that generation asks for run on the hosts (or, for a
+// Containerized plane, as server-side dry runs of its host cluster's
+// objects) in Ansible's check mode, and status.plan says what the run would
+// change, restart, join, unjoin and issue; nothing changes anywhere. Remove the annotation to
 // apply the planned generation; give it a new value to plan it again.
 // Certificate renewals, rotations, drift checks and their repairs still run
 // once the current generation was applied.

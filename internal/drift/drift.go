@@ -1,7 +1,7 @@
 // Package drift tells, from what a check-mode run of the install playbook
 // would change, what drifted on the hosts since the last run: the changes
 // made outside kao, classified (a unit, a file, a certificate, a binary, a
-// service), without the restarts and reloads a run would
+// service, an object of the host cluster), without the restarts and reloads a run would
 // make because of them. For a plan of a generation not applied yet it
 // lists the restarts too.
 package drift
@@ -89,6 +89,13 @@ func item(c runner.Change) (kaov1.DriftItem, bool) {
 	module := path.Ext("." + c.Action)[1:] // ansible.builtin.systemd -> systemd
 	lowerTask := strings.ToLower(c.Task)
 	switch {
+	case module == "k8s":
+		// An object of a Kubernetes API; a task that hides its objects (the
+		// Secrets) says only that some of them would change.
+		item.Kind = kaov1.DriftObject
+		if c.Hidden {
+			item.Item, item.Diff = "(objects not shown: the task hides them)", ""
+		}
 	case module == "systemd" || module == "systemd_service" || module == "service":
 		switch c.State {
 		case "restarted", "reloaded", "daemon-reload":

@@ -24,6 +24,9 @@ func TestItemsAreWhatChangedOutsideKaoWithoutTheirConsequences(t *testing.T) {
 		{Host: "node3", Task: "Karmada apiserver | Write the configuration", Action: "ansible.builtin.copy",
 			Item: "/etc/karmada/audit-policy.yaml", Diff: "-a\n+b"},
 		{Host: "node3", Task: "Karmada members | Join", Action: "kao_member_push", Item: "member-a"},
+		{Host: "host_cluster", Task: "Karmada workloads | Apply karmada-apiserver", Action: "kubernetes.core.k8s",
+			Item: "Deployment karmada-system/karmada-apiserver", Diff: "-spec.replicas: 1\n+spec.replicas: 2", State: "present"},
+		{Host: "host_cluster", Task: "Karmada workloads | Apply the Secrets", Action: "kubernetes.core.k8s", Hidden: true},
 		// The same change twice (a task in a role included twice) is one item.
 		{Host: "node2", Task: "Karmada controllers | Start and enable the components", Action: "ansible.builtin.systemd",
 			Item: "karmada-webhook.service", State: "started"},
@@ -37,6 +40,8 @@ func TestItemsAreWhatChangedOutsideKaoWithoutTheirConsequences(t *testing.T) {
 		{Host: "node3", Kind: kaov1.DriftBinary, Item: "/usr/local/bin/etcd"},
 		{Host: "node3", Kind: kaov1.DriftFile, Item: "/etc/karmada/audit-policy.yaml", Diff: "-a\n+b"},
 		{Host: "node3", Kind: kaov1.DriftOther, Item: "member-a"},
+		{Host: "host_cluster", Kind: kaov1.DriftObject, Item: "Deployment karmada-system/karmada-apiserver", Diff: "-spec.replicas: 1\n+spec.replicas: 2"},
+		{Host: "host_cluster", Kind: kaov1.DriftObject, Item: "(objects not shown: the task hides them)"},
 	}
 	checkItems(t, items, dropped, want)
 	if items[0].Task != "Karmada controllers | Install the units" {

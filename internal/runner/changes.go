@@ -84,6 +84,10 @@ type changedResult struct {
 		ModuleArgs map[string]json.RawMessage `json:"module_args"`
 	} `json:"invocation"`
 	Results []changedResult `json:"results"`
+	// Result and Method are what kubernetes.core.k8s applied, and how
+	// (objects.go).
+	Result json.RawMessage `json:"result"`
+	Method string          `json:"method"`
 	// DelegatedTo is the inventory host a delegated result (or loop item)
 	// ran on: kao's stdout callback (plugins/callback/kao_jsonl.py) adds it.
 	DelegatedTo string `json:"kao_delegated_to"`
@@ -132,6 +136,9 @@ func changesOf(raw json.RawMessage, redact *Redactor) []changeDetail {
 func detailsOf(r, loop *changedResult, action string, redact *Redactor) []changeDetail {
 	state := stateOf(r, loop)
 	host := delegatedHost(r, loop, redact)
+	if isObjectModule(action) {
+		return objectDetails(r, host, action, redact)
+	}
 	if len(r.ChangedPaths) == 0 {
 		return []changeDetail{{Host: host, Action: action, Item: redact.Clean(itemOf(r), maxItemBytes), Diff: renderDiff(r.Diff, redact), State: state}}
 	}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -102,7 +105,8 @@ func containerizedDeployment(ns, name, kubeconfigSecret string) *kaov1.KarmadaDe
 // the operator onto a host cluster (a real kube-apiserver and
 // kube-controller-manager with kwok's simulated nodes), and checks what it
 // applied there against golden files, the status it reports, and an
-// idempotent re-run. Its addons, a spec change that replaces pods, deletion
+// idempotent re-run, and plans a change (planContainerizedChange). Its
+// addons, a spec change that replaces pods, deletion
 // and taking kept claims over run on real pods (TestContainerizedOnRealPods).
 //
 // The pods are simulated by kwok; the test's kubelet (test/hostcluster)
@@ -219,6 +223,10 @@ func TestContainerizedInstall(t *testing.T) {
 		}
 	}
 	t.Logf("idempotent re-run took %s", time.Since(phase).Round(time.Second))
+
+	// A planned change lists the workloads it would change, field by
+	// field, and changes nothing in the host cluster.
+	planContainerizedChange(t, hc, kd)
 
 	// No private key kao issued, and no credential of the host cluster's
 	// kubeconfig, appears where kao writes: status, Events, the operator's
@@ -569,4 +577,90 @@ func checkNoSecretsLeaked(t *testing.T, ns string, kd *kaov1.KarmadaDeployment, 
 		}
 	}
 	t.Logf("scanned %d places for %d keys", len(places), len(secrets))
+}
+
+// planContainerizedChange plans a change of the running Containerized
+// deployment kd with annotation kao.io/plan (docs/plan.md): karmada-apiserver's
+// max-requests-inflight from 300 to 400, and one karmada-controller-manager
+// instead of two. The plan must be install.yml's and list exactly those two
+// Deployments of the host cluster, each with the fields that change, as
+// the host cluster's server-side dry run of kao's apply found them; and
+// nothing in the host cluster changed (every workload kao made keeps its
+// generation, every other object its resourceVersion). The change is then taken back with the annotation, and
+// the run of the unchanged spec succeeds.
+func planContainerizedChange(t *testing.T, hc *hostcluster.Cluster, kd *kaov1.KarmadaDeployment) {
+	t.Helper()
+	versions := func() map[string]string {
+		out := map[string]string{}
+		for _, o := range hostObjects(t, hc) {
+			// A workload's status moves on its own; its spec bumps its
+			// generation. Other kinds have none: their resourceVersion.
+			v := o.GetResourceVersion()
+			if g := o.GetGeneration(); g > 0 {
+				v = fmt.Sprintf("generation %d", g)
+			}
+			out[o.GetKind()+" "+o.GetName()] = v
+		}
+		return out
+	}
+	before := versions()
+	was := get(t, kd)
+	changeDeployment(t, kd, func(cur *kaov1.KarmadaDeployment) {
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, kaov1.PlanAnnotation, "inflight")
+		cur.Spec.APIServer.ExtraArgs = []kaov1.Arg{{Name: "max-requests-inflight", Value: "400"}}
+		cur.Spec.Components.ControllerManager.Replicas = ptr.To(int32(1))
+	})
+	var planned *kaov1.KarmadaDeployment
+	waitFor(t, runWait, "the plan of the change", func() bool {
+		planned = get(t, kd)
+		pl := planned.Status.Plan
+		return pl != nil && pl.Generation == planned.Generation && pl.Request == "inflight" && planned.Status.Progress == nil
+	})
+	pl := planned.Status.Plan
+	t.Logf("plan: %s", pl.Message)
+	for _, it := range pl.Items {
+		t.Logf("plan item: %s %s %s %q", it.Host, it.Kind, it.Item, it.Diff)
+	}
+	if pl.Result != kaov1.PlanPlanned || pl.Playbook != "install.yml" {
+		t.Fatalf("the plan of the change: %s with %s: %s", pl.Result, pl.Playbook, pl.Message)
+	}
+	apiserver := "Deployment " + containerizedNamespace + "/karmada-apiserver"
+	manager := "Deployment " + containerizedNamespace + "/karmada-controller-manager"
+	got := map[string]string{}
+	for _, it := range pl.Items {
+		if it.Kind != kaov1.DriftObject {
+			t.Errorf("a %s item in the plan of a Containerized plane: %+v", it.Kind, it)
+			continue
+		}
+		got[it.Item] = it.Diff
+	}
+	if len(got) != 2 || len(pl.Items) != 2 {
+		t.Errorf("the plan lists %d items, want 2 (%s and %s): %+v", len(pl.Items), apiserver, manager, pl.Items)
+	}
+	if d := got[apiserver]; !regexp.MustCompile(`(?m)^-spec\.template\.spec\.containers\[0\]\.command\[\d+\]: --max-requests-inflight=300$`).MatchString(d) ||
+		!regexp.MustCompile(`(?m)^\+spec\.template\.spec\.containers\[0\]\.command\[\d+\]: --max-requests-inflight=400$`).MatchString(d) {
+		t.Errorf("%s's diff does not show max-requests-inflight from 300 to 400: %q", apiserver, d)
+	}
+	if d := got[manager]; !strings.Contains(d, "-spec.replicas: 2\n+spec.replicas: 1") {
+		t.Errorf("%s's diff does not show its replicas from 2 to 1: %q", manager, d)
+	}
+	if !strings.Contains(pl.Message, "change 2 items on") || !slices.ContainsFunc(pl.NotPlanned, func(s string) bool { return strings.HasPrefix(s, "Karmada's objects") }) {
+		t.Errorf("the plan's message and what it leaves out: %s; %q", pl.Message, pl.NotPlanned)
+	}
+	if after := versions(); !maps.Equal(after, before) {
+		t.Errorf("the plan changed objects in the host cluster: %v, were %v", after, before)
+	}
+	if planned.Status.LastRun.ID != was.Status.LastRun.ID {
+		t.Errorf("the plan changed status.lastRun: %s, was %s", planned.Status.LastRun.ID, was.Status.LastRun.ID)
+	}
+
+	// Taken back: the spec as applied, the annotation gone.
+	changeDeployment(t, kd, func(cur *kaov1.KarmadaDeployment) {
+		delete(cur.Annotations, kaov1.PlanAnnotation)
+		cur.Spec.APIServer.ExtraArgs = was.Spec.APIServer.ExtraArgs
+		cur.Spec.Components.ControllerManager.Replicas = was.Spec.Components.ControllerManager.Replicas
+	})
+	if done := waitForNextRun(t, kd, was.Status.LastRun.ID); done.Status.LastRun.Result != kaov1.RunSucceeded {
+		t.Errorf("the run of the spec without the change failed: %+v", done.Status.LastRun)
+	}
 }

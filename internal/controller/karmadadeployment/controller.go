@@ -261,10 +261,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		playbook = choosePlaybook(kd, now)
 	}
 	if decision.plan {
-		if kd.Spec.Mode != kaov1.BinaryMode {
-			r.refusePlan(ctx, kd, playbook, now)
-			return ctrl.Result{}, nil
-		}
 		// The playbook the run would be, in check mode (plan.go).
 		s.plan = true
 		ctrl.LoggerFrom(ctx).Info("Starting a plan", "playbook", playbook, "reason", decision.reason)

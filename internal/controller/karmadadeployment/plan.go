@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	kaov1 "github.com/kao-io/kao/api/v1alpha1"
 	"github.com/kao-io/kao/internal/controller/pipeline"
@@ -25,11 +24,14 @@ import (
 
 // A plan (kaov1.PlanAnnotation) is the run a generation asks for, made in
 // Ansible's check mode with diffs: the playbook decideRun's run would be
-// (upgrade.yml, members.yml or install.yml), its plays on the hosts alone
-// (pipeline.HostsTag, as a drift check; pipeline.UpgradeHostsTag for an
-// upgrade), with the inventory of the new spec and the certificates the run
-// would issue, made for the plan alone and never stored in the PKI Secret. Every task compares a host with what it would make it, and
-// nothing changes on a host, in Karmada or in kao's Secrets; an upgrade's
+// (upgrade.yml, members.yml or install.yml), its plays on the hosts or the
+// host cluster's workloads alone (pipeline.HostsTag, as a drift check;
+// pipeline.UpgradeHostsTag for an upgrade), with the inventory of the new
+// spec and the certificates the run would issue, made for the plan alone
+// and never stored in the PKI Secret. Every task compares a host with what
+// it would make it, and a workload's apply is a server-side dry run that
+// the host cluster compares with what it holds; nothing changes on a host,
+// in the host cluster, in Karmada or in kao's Secrets; an upgrade's
 // pre-upgrade snapshot is not taken. What Ansible cannot see is told from
 // the spec: the members the run would join or unjoin (the inventory's
 // groups), the certificates it would issue, the components an upgrade
@@ -204,22 +206,6 @@ func counted(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// refusePlan records that a deployment not in Binary mode cannot be
-// planned: a Containerized plane's parts are objects in its host cluster,
-// which the hosts' plays in check mode do not show, so a plan would say
-// "nothing" for a change that replaces pods. The generation waits for the
-// annotation to go, as after any plan.
-func (r *Reconciler) refusePlan(ctx context.Context, kd *kaov1.KarmadaDeployment, playbook string, now time.Time) {
-	msg := fmt.Sprintf("generation %d cannot be planned: plans cover Binary mode, whose parts are on its hosts; a %s plane's are objects in its host cluster. Remove annotation %s to apply it",
-		kd.Generation, kd.Spec.Mode, kaov1.PlanAnnotation)
-	req, _ := planRequest(kd)
-	kd.Status.Plan = &kaov1.PlanStatus{Generation: kd.Generation, Request: req, Playbook: playbook,
-		PlanTime: metav1.NewTime(now), Result: kaov1.PlanFailed, Message: msg}
-	setCondition(kd, kaov1.PlaybookSucceededCondition, metav1.ConditionUnknown, kaov1.PlanFailedReason, msg)
-	r.Recorder.Eventf(kd, nil, corev1.EventTypeWarning, kaov1.PlanFailedReason, "Plan", "%s", msg)
-	ctrl.LoggerFrom(ctx).Info("Refusing a plan", "mode", kd.Spec.Mode)
 }
 
 // endPlan records a plan's end: status.plan, the PlaybookSucceeded

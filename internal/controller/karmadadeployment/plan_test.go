@@ -15,31 +15,33 @@ import (
 	"github.com/kao-io/kao/internal/runner"
 )
 
-// TestAContainerizedPlanIsRefusedAndTheAnnotationsRemovalApplies proves
-// that a plan of a Containerized deployment, which check mode on hosts
-// cannot show, is refused at once (status.plan Failed, PlaybookSucceeded
-// PlanFailed, a Warning Event), that nothing runs while the annotation
-// stays, and that removing it applies the generation. Plans of Binary
-// deployments run on real hosts in test/e2e TestBinaryUpgrade.
-func TestAContainerizedPlanIsRefusedAndTheAnnotationsRemovalApplies(t *testing.T) {
+// TestAContainerizedPlanWaitsForTheAnnotationToGo proves the plan of a
+// Containerized deployment's first generation: the run is install.yml in
+// check mode (status.plan Planned, PlaybookSucceeded Planned, a Planned
+// Event, nothing in status.lastRun), nothing runs while the annotation
+// stays, and removing it applies the generation. What such a plan lists,
+// a workload's apply as a server-side dry run of the host cluster, is
+// proven on a real host cluster in test/e2e TestContainerizedInstall; plans
+// of Binary deployments on real hosts in TestBinaryUpgrade.
+func TestAContainerizedPlanWaitsForTheAnnotationToGo(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	startOperator(t, ns, "")
 	kd := newDeploymentWith(t, ns, "planned", func(kd *kaov1.KarmadaDeployment) {
 		metav1.SetMetaDataAnnotation(&kd.ObjectMeta, kaov1.PlanAnnotation, "true")
 	}, "ok-a")
-	refused := controllertest.WaitFor(t, kd, 30*time.Second, "the refused plan", func(kd *kaov1.KarmadaDeployment) bool {
-		return kd.Status.Plan != nil
+	planned := controllertest.WaitFor(t, kd, runWait, "the plan", func(kd *kaov1.KarmadaDeployment) bool {
+		return kd.Status.Plan != nil && kd.Status.Progress == nil
 	})
-	p := refused.Status.Plan
-	if p.Result != kaov1.PlanFailed || p.Generation != refused.Generation || p.Request != "true" ||
-		!strings.Contains(p.Message, "plans cover Binary mode") || !strings.Contains(p.Message, "Remove annotation "+kaov1.PlanAnnotation) {
+	p := planned.Status.Plan
+	if p.Result != kaov1.PlanPlanned || p.Generation != planned.Generation || p.Request != "true" || p.Playbook != "install.yml" ||
+		!strings.Contains(p.Message, "remove annotation "+kaov1.PlanAnnotation+" to apply it") {
 		t.Errorf("status.plan of a Containerized deployment: %+v", p)
 	}
-	if c := meta.FindStatusCondition(refused.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Reason != kaov1.PlanFailedReason {
+	if c := meta.FindStatusCondition(planned.Status.Conditions, kaov1.PlaybookSucceededCondition); c == nil || c.Reason != kaov1.PlannedReason {
 		t.Errorf("PlaybookSucceeded: %+v", c)
 	}
-	if e := waitForEvent(t, kd, kaov1.PlanFailedReason); e.Type != "Warning" {
-		t.Errorf("the PlanFailed Event is %s", e.Type)
+	if e := waitForEvent(t, kd, kaov1.PlannedReason); e.Type != "Normal" {
+		t.Errorf("the Planned Event is %s", e.Type)
 	}
 	time.Sleep(3 * time.Second)
 	if cur := controllertest.Get(t, kd); cur.Status.LastRun != nil || cur.Status.Progress != nil {
@@ -55,8 +57,8 @@ func TestAContainerizedPlanIsRefusedAndTheAnnotationsRemovalApplies(t *testing.T
 		t.Fatal(err)
 	}
 	done := controllertest.WaitFor(t, kd, runWait, "the run once the annotation went", lastRunIs(kaov1.RunSucceeded))
-	if done.Status.LastRun.Generation != refused.Generation {
-		t.Errorf("the run applied generation %d, the plan was of %d", done.Status.LastRun.Generation, refused.Generation)
+	if done.Status.LastRun.Generation != planned.Generation {
+		t.Errorf("the run applied generation %d, the plan was of %d", done.Status.LastRun.Generation, planned.Generation)
 	}
 }
 

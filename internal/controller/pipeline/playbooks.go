@@ -26,13 +26,15 @@ const (
 )
 
 // HostsTag tags install.yml's plays that install and run the control
-// plane's parts on its hosts (etcd, the API servers, the controllers). A
-// drift check runs only these: what was changed by hand is on the hosts;
-// Karmada's objects, members and addons are applied again by every run.
+// plane's parts (etcd, the API servers, the controllers): on its hosts, or
+// as workloads of its host cluster. A drift check and a plan run only
+// these: what was changed by hand is there; Karmada's objects, members and
+// addons are applied again by every run.
 const HostsTag = "hosts"
 
-// UpgradeHostsTag tags upgrade.yml's preflight and its steps on the hosts,
-// one component on one host at a time. A plan of an upgrade runs only
-// these, not the converge (install.yml) that ends the playbook: in check
-// mode nothing moved, so the converge would list every move again.
+// UpgradeHostsTag tags upgrade.yml's preflight and its steps, one
+// component on one host (or one Deployment of the host cluster) at a
+// time. A plan of an upgrade runs only these, not the converge
+// (install.yml) that ends the playbook: in check mode nothing moved, so
+// the converge would list every move again.
 const UpgradeHostsTag = "upgrade_hosts"
