@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -23,6 +24,17 @@ const (
 	eventUnreachable      = "v2_runner_on_unreachable"
 	eventStats            = "v2_playbook_on_stats"
 )
+
+// plugins/callback/kao_jsonl.py is the run's stdout callback: the
+// ansible.posix.jsonl event stream the tracker reads, with the host a
+// delegated result (or loop item) was delegated to (Change.Host).
+const (
+	eventsPlugin   = "kao_jsonl.py"
+	eventsCallback = "kao_jsonl"
+)
+
+//go:embed plugins/callback/kao_jsonl.py
+var eventsSource []byte
 
 // jsonlEvent is one line of the ansible.posix.jsonl callback. Host results
 // stay raw: only the fields kao reads are decoded, and nothing else of a

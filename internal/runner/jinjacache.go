@@ -27,14 +27,3 @@ const (
 
 //go:embed plugins/callback/kao_jinja_cache.py
 var jinjaCacheSource []byte
-
-// plugins/callback/kao_jsonl.py is the run's stdout callback: the
-// ansible.posix.jsonl event stream the tracker reads, with the host a
-// delegated result (or loop item) was delegated to (Change.Host).
-const (
-	eventsPlugin   = "kao_jsonl.py"
-	eventsCallback = "kao_jsonl"
-)
-
-//go:embed plugins/callback/kao_jsonl.py
-var eventsSource []byte
