@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,11 +66,7 @@ func Parse(rel, text string) Page {
 		b := Block{Line: i + 1}
 		if len(info) > 0 {
 			b.Lang = info[0]
-		}
-		for _, w := range info[1:] {
-			if w == RunnableMarker {
-				b.Runnable = true
-			}
+			b.Runnable = slices.Contains(info[1:], RunnableMarker)
 		}
 		var body []string
 		for i++; i < len(p.Lines); i++ {

@@ -23,8 +23,12 @@ func TestParse(t *testing.T) {
 		"```yaml",
 		"kind: X",
 		"```",
+		"",
+		"```",
+		"plain text",
+		"```",
 	}, "\n"))
-	if len(p.Blocks) != 2 {
+	if len(p.Blocks) != 3 {
 		t.Fatalf("blocks: %+v", p.Blocks)
 	}
 	if b := p.Blocks[0]; b.Lang != "sh" || !b.Runnable || b.Body != "make help\n" || b.Line != 9 {
@@ -32,6 +36,9 @@ func TestParse(t *testing.T) {
 	}
 	if b := p.Blocks[1]; b.Lang != "yaml" || b.Runnable || b.Body != "kind: X\n" {
 		t.Errorf("second block: %+v", b)
+	}
+	if b := p.Blocks[2]; b.Lang != "" || b.Runnable || b.Body != "plain text\n" {
+		t.Errorf("a block without an info string: %+v", b)
 	}
 	if len(p.Paragraphs) != 3 || p.Paragraphs[1].N != 3 {
 		t.Fatalf("paragraphs: %+v", p.Paragraphs)
