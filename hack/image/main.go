@@ -64,8 +64,9 @@ const baseEpoch = 1764115200 // 2025-11-26T00:00:00Z
 // 1, would leave them as zombies: Go waits only for its own children).
 var basePackages = []string{"tini", "python3-minimal", "ansible-core", "python3-kubernetes", "openssh-client"}
 
-// collections are the parts of Debian's ansible package the roles use; the
-// rest of its 300 MB of collections is left out.
+// collections are the parts of Debian's ansible package the roles use (and
+// the runs' event stream: kao's stdout callback extends ansible.posix's
+// jsonl); the rest of its 300 MB of collections is left out.
 var collections = []string{"kubernetes/core", "ansible/posix"}
 
 // kaoUID is the user the image runs as: config/manager's runAsUser.
